@@ -1,0 +1,235 @@
+//! API keys, access tokens (JWT, HS256) and the authenticated principal of a request.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use infaas_core::{time::now_ms, Role};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Every API key starts with this, so leaked keys are easy to recognise and scan for.
+pub const KEY_PREFIX: &str = "infaas_";
+const ISSUER: &str = "infaas";
+
+/// A freshly generated key: the secret is shown once, only the hash is stored.
+pub struct NewKey {
+    pub secret: String,
+    pub prefix: String,
+    pub hash: String,
+}
+
+pub fn generate_key() -> NewKey {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut rng = rand::rng();
+    let body: String = (0..40)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    let secret = format!("{KEY_PREFIX}{body}");
+    NewKey {
+        prefix: secret[..KEY_PREFIX.len() + 6].to_string(),
+        hash: hash_key(&secret),
+        secret,
+    }
+}
+
+/// Keys carry 238 bits of randomness, so a plain SHA-256 is a sufficient stored form.
+pub fn hash_key(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Claims of an access token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    /// API key id the token was issued for.
+    pub sub: String,
+    /// Tenant id.
+    pub tid: String,
+    pub role: Role,
+    pub iss: String,
+    pub iat: i64,
+    pub exp: i64,
+}
+
+/// Signs and checks access tokens.
+pub struct TokenIssuer {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+    pub ttl: Duration,
+}
+
+impl TokenIssuer {
+    pub fn new(secret: &[u8], ttl: Duration) -> TokenIssuer {
+        // Only HS256 is accepted: tokens with `alg: none` or another algorithm are rejected.
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_required_spec_claims(&["exp", "iss", "sub"]);
+        validation.leeway = 5;
+        TokenIssuer {
+            encoding: EncodingKey::from_secret(secret),
+            decoding: DecodingKey::from_secret(secret),
+            validation,
+            ttl,
+        }
+    }
+
+    pub fn issue(&self, key_id: &str, tenant_id: &str, role: Role) -> Result<String, ApiError> {
+        let now = now_ms() / 1000;
+        let claims = Claims {
+            sub: key_id.to_string(),
+            tid: tenant_id.to_string(),
+            role,
+            iss: ISSUER.to_string(),
+            iat: now,
+            exp: now + self.ttl.as_secs() as i64,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .map_err(ApiError::internal)
+    }
+
+    pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
+        use jsonwebtoken::errors::ErrorKind;
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .map(|d| d.claims)
+            .map_err(|e| {
+                let why = match e.kind() {
+                    ErrorKind::ExpiredSignature => "the access token has expired; request a new one at POST /v1/auth/token",
+                    ErrorKind::InvalidSignature => "the access token's signature is invalid",
+                    ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
+                        "the access token's algorithm is not accepted (HS256 only)"
+                    }
+                    ErrorKind::InvalidIssuer => "the access token was not issued by infaas",
+                    ErrorKind::MissingRequiredClaim(_) => "the access token lacks a required claim",
+                    _ => "the access token is malformed",
+                };
+                ApiError::Unauthorized(why.to_string())
+            })
+    }
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub tenant_id: String,
+    pub key_id: String,
+    pub role: Role,
+}
+
+impl Principal {
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Member => Err(ApiError::Forbidden(
+                "this operation needs an admin API key of the tenant".into(),
+            )),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(|| {
+                ApiError::Unauthorized(
+                    "missing Authorization header; send 'Authorization: Bearer <token>'".into(),
+                )
+            })?;
+        let header = header
+            .to_str()
+            .map_err(|_| ApiError::Unauthorized("the Authorization header is not ASCII".into()))?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .or_else(|| header.strip_prefix("bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
+            })?;
+        let claims = state.tokens.verify(token)?;
+        if !state.key_cache.is_active(state, &claims.tid, &claims.sub).await? {
+            return Err(ApiError::Unauthorized(
+                "the API key behind this token was revoked".into(),
+            ));
+        }
+        state.limiter.check(state, &claims.tid).await?;
+        Ok(Principal {
+            tenant_id: claims.tid,
+            key_id: claims.sub,
+            role: claims.role,
+        })
+    }
+}
+
+/// Remembers for a few seconds whether a key is active, so that a request costs no
+/// database round trip; revocation through this server takes effect at once.
+#[derive(Default)]
+pub struct KeyCache {
+    entries: Mutex<HashMap<String, (bool, Instant)>>,
+}
+
+const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+
+impl KeyCache {
+    async fn is_active(&self, state: &AppState, tenant_id: &str, key_id: &str) -> Result<bool, ApiError> {
+        let cache_key = format!("{tenant_id}/{key_id}");
+        if let Ok(map) = self.entries.lock() {
+            if let Some((active, at)) = map.get(&cache_key) {
+                if at.elapsed() < KEY_CACHE_TTL {
+                    return Ok(*active);
+                }
+            }
+        }
+        let active = state.db.api_key_active(tenant_id, key_id).await?;
+        if let Ok(mut map) = self.entries.lock() {
+            if map.len() > 100_000 {
+                map.clear();
+            }
+            map.insert(cache_key, (active, Instant::now()));
+        }
+        Ok(active)
+    }
+
+    pub fn invalidate(&self, tenant_id: &str, key_id: &str) {
+        if let Ok(mut map) = self.entries.lock() {
+            map.remove(&format!("{tenant_id}/{key_id}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_hashed() {
+        let a = generate_key();
+        let b = generate_key();
+        assert_ne!(a.secret, b.secret);
+        assert!(a.secret.starts_with(KEY_PREFIX));
+        assert!(a.secret.starts_with(&a.prefix));
+        assert_eq!(a.hash, hash_key(&a.secret));
+        assert_ne!(a.hash, a.secret);
+    }
+
+    #[test]
+    fn tokens_round_trip_and_reject_tampering() {
+        let issuer = TokenIssuer::new(&[7u8; 32], Duration::from_secs(60));
+        let t = issuer.issue("k1", "t1", Role::Member).unwrap();
+        let c = issuer.verify(&t).unwrap();
+        assert_eq!((c.sub.as_str(), c.tid.as_str(), c.role), ("k1", "t1", Role::Member));
+        let other = TokenIssuer::new(&[8u8; 32], Duration::from_secs(60));
+        assert!(other.verify(&t).unwrap_err().to_string().contains("signature"));
+    }
+}

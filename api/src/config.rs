@@ -1,0 +1,298 @@
+//! Configuration: defaults < optional TOML file < environment (`INFAAS_*`) < command-line flags.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use infaas_core::Quotas;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Everything the server and the admin commands need to know.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// Directory for the embedded defaults (SQLite file, object directory).
+    pub data_dir: PathBuf,
+    /// `sqlite://PATH` or `postgres://USER:PASS@HOST/DB`; default: SQLite under `data_dir`.
+    pub database_url: Option<String>,
+    /// A directory or `s3://bucket/prefix`; default: `data_dir/objects`.
+    pub object_store: Option<String>,
+    /// Endpoint of an S3-compatible server (path-style addressing is always used).
+    pub s3_endpoint: Option<String>,
+    /// S3 region; default from the AWS environment, then `us-east-1`.
+    pub s3_region: Option<String>,
+    pub log_format: LogFormat,
+    /// tracing filter, e.g. `info` or `infaas=debug,tower_http=info` (RUST_LOG wins when set).
+    pub log_level: String,
+    /// HS256 signing secret for access tokens; generated and kept in the database when absent.
+    pub jwt_secret: Option<String>,
+    /// Lifetime of access tokens in seconds.
+    pub jwt_ttl_secs: u64,
+    /// Largest JSON request body in bytes.
+    pub max_body_bytes: usize,
+    /// Largest upload (model file, validation set, job input) in bytes.
+    pub max_upload_bytes: u64,
+    /// Quotas given to new tenants.
+    pub default_quotas: Quotas,
+    /// Seconds in-flight requests get to finish after SIGTERM / Ctrl-C.
+    pub shutdown_grace_secs: u64,
+    /// Path of the ONNX Runtime shared library (else ORT_DYLIB_PATH, else the set-up cache).
+    pub ort_dylib_path: Option<PathBuf>,
+    /// Shared secret of worker <-> controller traffic.
+    pub cluster_token: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("data"),
+            database_url: None,
+            object_store: None,
+            s3_endpoint: None,
+            s3_region: None,
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+            jwt_secret: None,
+            jwt_ttl_secs: 3600,
+            max_body_bytes: 8 * 1024 * 1024,
+            max_upload_bytes: 512 * 1024 * 1024,
+            default_quotas: Quotas::default(),
+            shutdown_grace_secs: 30,
+            ort_dylib_path: None,
+            cluster_token: None,
+        }
+    }
+}
+
+/// Flags that override the file; each also reads its `INFAAS_*` variable (flags win).
+#[derive(Debug, Clone, Default, Args)]
+pub struct Overrides {
+    /// TOML configuration file.
+    #[arg(long, env = "INFAAS_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "INFAAS_LISTEN", global = true)]
+    pub listen: Option<SocketAddr>,
+    #[arg(long, env = "INFAAS_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, env = "INFAAS_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    #[arg(long, env = "INFAAS_OBJECT_STORE", global = true)]
+    pub object_store: Option<String>,
+    #[arg(long, env = "INFAAS_S3_ENDPOINT", global = true)]
+    pub s3_endpoint: Option<String>,
+    #[arg(long, env = "INFAAS_S3_REGION", global = true)]
+    pub s3_region: Option<String>,
+    #[arg(long, env = "INFAAS_LOG_FORMAT", global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    #[arg(long, env = "INFAAS_LOG_LEVEL", global = true)]
+    pub log_level: Option<String>,
+    #[arg(long, env = "INFAAS_JWT_SECRET", global = true, hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+    #[arg(long, env = "INFAAS_JWT_TTL_SECS", global = true)]
+    pub jwt_ttl_secs: Option<u64>,
+    #[arg(long, env = "INFAAS_MAX_BODY_BYTES", global = true)]
+    pub max_body_bytes: Option<usize>,
+    #[arg(long, env = "INFAAS_MAX_UPLOAD_BYTES", global = true)]
+    pub max_upload_bytes: Option<u64>,
+    #[arg(long, env = "INFAAS_SHUTDOWN_GRACE_SECS", global = true)]
+    pub shutdown_grace_secs: Option<u64>,
+    #[arg(long, env = "INFAAS_ORT_DYLIB_PATH", global = true)]
+    pub ort_dylib_path: Option<PathBuf>,
+    #[arg(long, env = "INFAAS_CLUSTER_TOKEN", global = true, hide_env_values = true)]
+    pub cluster_token: Option<String>,
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid configuration file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: Box<toml::de::Error>,
+    },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Builds the configuration from the layers.
+    pub fn load(o: &Overrides) -> Result<Config, ConfigError> {
+        let mut cfg = match &o.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($f:ident),*) => {$(
+                if let Some(v) = &o.$f { cfg.$f = v.clone(); }
+            )*};
+        }
+        macro_rules! set_opt {
+            ($($f:ident),*) => {$(
+                if let Some(v) = &o.$f { cfg.$f = Some(v.clone()); }
+            )*};
+        }
+        set!(
+            listen,
+            data_dir,
+            log_format,
+            log_level,
+            jwt_ttl_secs,
+            max_body_bytes,
+            max_upload_bytes,
+            shutdown_grace_secs
+        );
+        set_opt!(
+            database_url,
+            object_store,
+            s3_endpoint,
+            s3_region,
+            jwt_secret,
+            ort_dylib_path,
+            cluster_token
+        );
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.jwt_ttl_secs == 0 {
+            return Err(ConfigError::Invalid("jwt_ttl_secs must be at least 1".into()));
+        }
+        if let Some(s) = &self.jwt_secret {
+            if s.len() < 32 {
+                return Err(ConfigError::Invalid(
+                    "jwt_secret must be at least 32 characters".into(),
+                ));
+            }
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(ConfigError::Invalid("max_body_bytes must be at least 1024".into()));
+        }
+        Ok(())
+    }
+
+    /// The database URL in force (the SQLite file under `data_dir` by default).
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| {
+            format!("sqlite://{}", self.data_dir.join("infaas.db").display())
+        })
+    }
+
+    /// The object-store location in force (`data_dir/objects` by default).
+    pub fn object_store(&self) -> String {
+        self.object_store
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("objects").display().to_string())
+    }
+}
+
+/// Names of the environment variables the configuration reads (checked against
+/// deployment files in tests).
+pub fn env_names() -> Vec<String> {
+    use clap::CommandFactory;
+    #[derive(clap::Parser)]
+    struct Probe {
+        #[command(flatten)]
+        o: Overrides,
+    }
+    Probe::command()
+        .get_arguments()
+        .filter_map(|a| a.get_env().map(|e| e.to_string_lossy().into_owned()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        o: Overrides,
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_platform() {
+        let c = Config::load(&Overrides::default()).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.database_url(), "sqlite://data/infaas.db");
+        assert_eq!(c.object_store(), "data/objects");
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "listen = \"0.0.0.0:9000\"\njwt_ttl_secs = 60\nlog_level = \"debug\"\n[default_quotas]\nrequests_per_second = 5.0\nmax_models = 3\nmax_stored_bytes = 1000\n",
+        )
+        .unwrap();
+        // The file overrides defaults; a flag overrides the file.
+        let t = T::try_parse_from([
+            "t",
+            "--config",
+            file.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:7000",
+        ])
+        .unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:7000");
+        assert_eq!(c.jwt_ttl_secs, 60);
+        assert_eq!(c.log_level, "debug");
+        assert_eq!(c.default_quotas.max_models, 3);
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_values_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("bad.toml");
+        std::fs::write(&file, "listn = \"x\"\n").unwrap();
+        let err = Config::from_file(&file).unwrap_err().to_string();
+        assert!(err.contains("listn"), "{err}");
+        let o = Overrides {
+            jwt_secret: Some("short".into()),
+            ..Default::default()
+        };
+        assert!(Config::load(&o).unwrap_err().to_string().contains("jwt_secret"));
+    }
+
+    #[test]
+    fn every_override_reads_an_infaas_variable() {
+        let names = env_names();
+        assert!(names.contains(&"INFAAS_DATABASE_URL".to_string()));
+        assert!(names.contains(&"INFAAS_OBJECT_STORE".to_string()));
+        assert!(names.iter().all(|n| n.starts_with("INFAAS_")));
+    }
+}

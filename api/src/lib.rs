@@ -1,0 +1,13 @@
+//! The infaas controller: HTTP API, authentication, configuration and command line.
+
+pub mod admin;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod quota;
+pub mod routes;
+pub mod server;
+pub mod state;
+pub mod telemetry;

@@ -1,0 +1,72 @@
+//! `infaas`: the controller, workers, operator commands and the OpenAPI document.
+
+use clap::{Parser, Subcommand};
+use infaas_api::config::{Config, Overrides};
+
+#[derive(Parser)]
+#[command(name = "infaas", version, about = "Model-less inference serving")]
+struct Cli {
+    #[command(flatten)]
+    overrides: Overrides,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the controller (HTTP API) with an embedded worker.
+    Serve,
+    /// Runs a worker process that serves variants for a controller.
+    Worker {
+        /// URL of the controller, e.g. http://10.0.0.1:8080.
+        #[arg(long, env = "INFAAS_CONTROLLER")]
+        controller: String,
+    },
+    /// Operator commands on the configured database (no server needed).
+    Admin {
+        #[command(subcommand)]
+        command: infaas_api::admin::AdminCommand,
+    },
+    /// Prints the OpenAPI document of the HTTP API.
+    Openapi,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(&cli.overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if let Command::Openapi = cli.command {
+        print!("{}", infaas_api::openapi::document());
+        return std::process::ExitCode::SUCCESS;
+    }
+    infaas_api::telemetry::init(config.log_format, &config.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve => infaas_api::server::serve(config).await,
+            Command::Admin { command } => infaas_api::admin::run(&config, command).await,
+            Command::Worker { controller } => Err(anyhow::anyhow!(
+                "separate worker processes (controller {controller}) are not available in this version; `infaas serve` runs an embedded worker"
+            )),
+            Command::Openapi => Ok(()),
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

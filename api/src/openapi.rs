@@ -1,0 +1,59 @@
+//! The OpenAPI document of the HTTP API (committed as openapi/openapi.json).
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::routes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "infaas",
+        description = "Model-less inference serving: register models, query by SLO and accuracy.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        routes::health::healthz,
+        routes::health::readyz,
+        routes::health::metrics,
+        routes::auth::token,
+        routes::auth::me,
+        routes::api_keys::create,
+        routes::api_keys::list,
+        routes::api_keys::revoke,
+    ),
+    components(schemas(crate::error::ErrorBody)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "health", description = "Liveness, readiness, metrics"),
+        (name = "auth", description = "Access tokens"),
+        (name = "api-keys", description = "API keys of a tenant (admin)"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document as pretty JSON with a trailing newline (the committed form).
+pub fn document() -> String {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    let mut s = doc.to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}

@@ -1,0 +1,77 @@
+//! Liveness, readiness and metrics.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Serialize;
+
+use crate::state::AppState;
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// `ok` while the process is up.
+    pub status: String,
+    pub version: String,
+}
+
+/// Liveness: answers while the process is up.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process is up", body = Health)))]
+pub async fn healthz() -> axum::Json<Health> {
+    axum::Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    })
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: String,
+    /// `ok` or the error of the database check.
+    pub database: String,
+    /// `ok` or the error of the object-store check.
+    pub object_store: String,
+}
+
+/// Readiness: the database and the object store answer.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "Ready to serve", body = Readiness),
+              (status = 503, description = "A dependency does not answer", body = Readiness)))]
+pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
+    let describe = |r: Result<(), infaas_store::StoreError>| match r {
+        Ok(()) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let ready = db.is_ok() && objects.is_ok();
+    let body = Readiness {
+        status: if ready { "ready" } else { "not_ready" }.into(),
+        database: describe(db),
+        object_store: describe(objects),
+    };
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, axum::Json(body))
+}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let body = state
+        .metrics
+        .as_ref()
+        .map(|h| h.render())
+        .unwrap_or_default();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+}

@@ -1,0 +1,5 @@
+//! HTTP routes.
+
+pub mod api_keys;
+pub mod auth;
+pub mod health;

@@ -1,0 +1,194 @@
+//! Building the application (state + router) and serving it until shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{delete, get, post};
+use axum::Router;
+use infaas_store::{open_object_store, Db, ObjectStoreConfig};
+use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::auth::{KeyCache, TokenIssuer};
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::quota::RateLimiter;
+use crate::routes;
+use crate::state::{AppState, Inner};
+
+const JWT_SECRET_SETTING: &str = "jwt_hs256_secret";
+
+/// Connects to the database and object store and prepares the shared state.
+pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
+    let db_url = config.database_url();
+    let db = Db::connect(&db_url)
+        .await
+        .with_context(|| format!("connecting to {}", infaas_store::db::redact(&db_url)))?;
+    let store_cfg = ObjectStoreConfig::parse(
+        &config.object_store(),
+        config.s3_endpoint.clone(),
+        config.s3_region.clone(),
+    )?;
+    let objects = open_object_store(&store_cfg)
+        .await
+        .with_context(|| format!("opening object store {}", config.object_store()))?;
+    let secret = match &config.jwt_secret {
+        Some(s) => s.clone(),
+        None => {
+            // Generated on first run and kept in the database, so every controller that
+            // shares the database accepts the others' tokens and restarts keep sessions.
+            let fresh = hex::encode(rand::random::<[u8; 32]>());
+            db.setting_or_insert(JWT_SECRET_SETTING, &fresh).await?
+        }
+    };
+    let tokens = TokenIssuer::new(secret.as_bytes(), Duration::from_secs(config.jwt_ttl_secs));
+    Ok(AppState::new(Inner {
+        db,
+        objects,
+        tokens,
+        key_cache: KeyCache::default(),
+        limiter: RateLimiter::default(),
+        metrics: crate::metrics::install(),
+        config,
+    }))
+}
+
+/// All routes with their layers.
+pub fn router(state: AppState) -> Router {
+    let v1 = Router::new()
+        .route("/auth/token", post(routes::auth::token))
+        .route("/me", get(routes::auth::me))
+        .route(
+            "/api-keys",
+            post(routes::api_keys::create).get(routes::api_keys::list),
+        )
+        .route("/api-keys/{id}", delete(routes::api_keys::revoke));
+    Router::new()
+        .route("/healthz", get(routes::health::healthz))
+        .route("/readyz", get(routes::health::readyz))
+        .route("/metrics", get(routes::health::metrics))
+        .nest("/v1", v1)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(axum::middleware::from_fn(crate::metrics::track))
+        .layer(TraceLayer::new_for_http())
+        .layer(CatchPanicLayer::custom(|_| {
+            axum::response::IntoResponse::into_response(ApiError::Internal(anyhow::anyhow!(
+                "a request handler panicked"
+            )))
+        }))
+        .with_state(state)
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!("no route for {}", uri.path()))
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::Status {
+        status: axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        message: format!("method {method} is not allowed on {}", uri.path()),
+    }
+}
+
+/// A running server, for tests and the `serve` command.
+pub struct Server {
+    pub addr: std::net::SocketAddr,
+    pub state: AppState,
+    pub shutdown: CancellationToken,
+    handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Binds `config.listen` (port 0 picks a free port) and starts serving.
+    pub async fn start(config: Config) -> anyhow::Result<Server> {
+        let listen = config.listen;
+        let state = build_state(config).await?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let addr = listener.local_addr()?;
+        let shutdown = CancellationToken::new();
+        let app = router(state.clone());
+        let token = shutdown.clone();
+        let handle = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled().await })
+                .await
+        });
+        Ok(Server {
+            addr,
+            state,
+            shutdown,
+            handle,
+        })
+    }
+
+    /// Stops accepting, lets in-flight requests finish (up to `grace`), closes the database.
+    pub async fn stop(self, grace: Duration) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        let db = self.state.db.clone();
+        match tokio::time::timeout(grace, self.handle).await {
+            Ok(joined) => joined??,
+            Err(_) => tracing::warn!(
+                "in-flight requests did not finish within {} s",
+                grace.as_secs()
+            ),
+        }
+        db.close().await;
+        Ok(())
+    }
+}
+
+/// Waits for SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// `infaas serve`: runs until SIGTERM / Ctrl-C, then drains.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let server = Server::start(config).await?;
+    tracing::info!(
+        addr = %server.addr,
+        database = server.state.db.kind().as_str(),
+        objects = %server.state.objects.describe(),
+        "infaas listening on http://{}",
+        server.addr
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down: draining in-flight requests");
+    server.stop(grace).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Shared by tests: the objects an `Arc<dyn ObjectStore>` can be built from.
+pub type SharedObjects = Arc<dyn infaas_store::ObjectStore>;

@@ -1,0 +1,8 @@
+//! Execution of ONNX models: validation sets (NPZ), ONNX Runtime engines, accuracy and profiling.
+
+pub mod accuracy;
+pub mod engine;
+pub mod npz;
+pub mod profiler;
+pub mod runtime;
+pub mod validation;

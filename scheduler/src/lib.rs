@@ -1,0 +1,1 @@
+//! Policies as pure functions over snapshots (variant selection, autoscaling, planning).

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it. Installs what is missing (ONNX Runtime,
+# Debian and Python test dependencies, Garage), starts the services, then runs
+# formatting, lint, doc tests and tests. Exits non-zero if any step fails.
+#
+# Usage: scripts/test.sh [--fast] [--] [RUNNER ARGS...]
+#   --fast          skip clippy
+#   RUNNER ARGS     passed to `cargo nextest run` (or `cargo test` without
+#                   nextest), e.g. scripts/test.sh -- store::  (doc tests are
+#                   skipped when runner args are given)
+#
+# Environment: INFAAS_CACHE (default ~/.cache/infaas), CARGO_TARGET_DIR
+# (default $INFAAS_CACHE/target). The services' settings are in
+# $INFAAS_CACHE/services.env once this has run.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+fast=""
+runner_args=()
+while (($# > 0)); do
+  case "$1" in
+    --fast) fast=1 ;;
+    --)
+      shift
+      runner_args+=("$@")
+      break
+      ;;
+    -h | --help)
+      awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
+      exit 0
+      ;;
+    *) runner_args+=("$1") ;;
+  esac
+  shift
+done
+
+T0=$SECONDS
+section() { printf '\n==> [%5ss] %s\n' "$((SECONDS - T0))" "$*"; }
+
+cd "$INFAAS_ROOT"
+
+# ------------------------------------------------------------ preparation --
+# Any failure here stops the run at once (set -e).
+
+section "setup: toolchain, ONNX Runtime"
+eval "$(bash "$INFAAS_ROOT/scripts/setup.sh" --print-env)"
+export ORT_DYLIB_PATH
+echo "ORT_DYLIB_PATH=$ORT_DYLIB_PATH"
+
+section "test dependencies: Debian and Python packages"
+# Building garage (first time only, ~11 min of CPU) overlaps with the apt and
+# pip downloads below; services.sh waits for it.
+garage_install_pid=""
+if [[ ! -x "$GARAGE_BIN" ]]; then
+  bash "$INFAAS_ROOT/scripts/services.sh" install &
+  garage_install_pid=$!
+fi
+# postgresql: test database; coinor-libcbc-dev: CBC MILP solver;
+# chromium + chromium-driver: browser tests.
+apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver
+PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]")
+py_check="import sklearn, skl2onnx, onnx, onnxruntime, tritonclient.http
+assert onnxruntime.__version__ == '$ORT_VERSION', onnxruntime.__version__"
+if ! python3 -c "$py_check" >/dev/null 2>&1; then
+  mkdir -p "$INFAAS_LOGS"
+  log "installing Python test packages: ${PY_DEPS[*]} (log: $INFAAS_LOGS/pip-test-deps.log)"
+  if ! python3 -m pip install -q "${PY_DEPS[@]}" >"$INFAAS_LOGS/pip-test-deps.log" 2>&1; then
+    show_log_tail "$INFAAS_LOGS/pip-test-deps.log"
+    die "pip install of the Python test packages failed"
+  fi
+  python3 -c "$py_check" || die "Python test packages installed but do not import"
+fi
+echo "Debian and Python test packages present"
+
+section "services: PostgreSQL, Garage"
+if [[ -n "$garage_install_pid" ]]; then
+  kill -0 "$garage_install_pid" 2>/dev/null && echo "waiting for the garage build to finish..."
+  wait "$garage_install_pid" || log "background garage install failed; services.sh retries it"
+fi
+bash "$INFAAS_ROOT/scripts/services.sh" start
+set -a
+# shellcheck source=/dev/null
+source "$SERVICES_ENV"
+set +a
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$INFAAS_CACHE/target}"
+locked=()
+[[ -f Cargo.lock ]] && locked=(--locked)
+
+# ------------------------------------------------------------------ checks --
+# Every check runs even if an earlier one failed; the exit code says if any did.
+
+failed=()
+step() {
+  local name="$1"
+  shift
+  section "$name"
+  echo "\$ $*"
+  if ! "$@"; then
+    failed+=("$name")
+  fi
+}
+
+step "format: cargo fmt --check" cargo fmt --all -- --check
+if [[ -z "$fast" ]]; then
+  step "lint: cargo clippy" cargo clippy --workspace --all-targets "${locked[@]}" -- -D warnings
+fi
+
+if cargo nextest --version >/dev/null 2>&1; then
+  nextest_profile=()
+  if [[ -n "${CI:-}" ]] && grep -qs '^\[profile\.ci\]' .config/nextest.toml; then
+    nextest_profile=(--profile ci)
+  fi
+  # nextest does not run doc tests: run them first, so the last thing printed
+  # is the summary of the main test run.
+  if [[ ${#runner_args[@]} -eq 0 ]]; then
+    step "doc tests: cargo test --doc" cargo test --workspace --doc "${locked[@]}"
+  fi
+  step "tests: cargo nextest" cargo nextest run --workspace "${locked[@]}" "${nextest_profile[@]}" \
+    --no-fail-fast "${runner_args[@]}"
+else
+  step "tests: cargo test" cargo test --workspace "${locked[@]}" --no-fail-fast "${runner_args[@]}"
+fi
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  msg="$(printf '%s; ' "${failed[@]}")"
+  printf '\nFAILED: %s\n' "${msg%; }" >&2
+  exit 1
+fi

@@ -1,0 +1,11 @@
+//! Persistence of infaas: metadata in SQLite or Postgres, files in a local directory or S3.
+//!
+//! Row types stay private to this crate; callers get `infaas_core` domain types.
+
+pub mod db;
+pub mod error;
+pub mod objects;
+
+pub use db::{Db, DbKind};
+pub use error::StoreError;
+pub use objects::{open_object_store, ByteStream, ObjectInfo, ObjectStore, ObjectStoreConfig};
