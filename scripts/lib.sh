@@ -29,6 +29,12 @@ if ! command -v cargo >/dev/null 2>&1 && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
   export PATH
 fi
 
+# runuser and friends live in sbin, which a bare PATH may lack.
+case ":$PATH:" in
+  *:/usr/sbin:*) ;;
+  *) PATH="$PATH:/usr/sbin:/sbin" ;;
+esac
+
 log() { printf '%s\n' "$*" >&2; }
 die() {
   log "error: $*"
@@ -71,6 +77,8 @@ deb_installed() {
 
 # apt_ensure PKG...: install the Debian packages that are missing, quietly.
 # apt-get update runs only when something is missing (once per process).
+# fds 8/9 (lock files of services.sh) are closed so that a daemon started by a
+# package's postinst does not hold those locks.
 _APT_UPDATED=""
 apt_ensure() {
   local missing=() pkg
@@ -83,14 +91,14 @@ apt_ensure() {
   local logf="$INFAAS_LOGS/apt.log"
   log "installing Debian packages: ${missing[*]} (log: $logf)"
   if [[ -z "$_APT_UPDATED" ]]; then
-    if ! as_root apt-get -o DPkg::Lock::Timeout=600 update >>"$logf" 2>&1; then
+    if ! as_root apt-get -o DPkg::Lock::Timeout=600 update >>"$logf" 2>&1 8>&- 9>&-; then
       show_log_tail "$logf"
       die "apt-get update failed"
     fi
     _APT_UPDATED=1
   fi
   if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 \
-    install -y -q --no-install-recommends "${missing[@]}" >>"$logf" 2>&1; then
+    install -y -q --no-install-recommends "${missing[@]}" >>"$logf" 2>&1 8>&- 9>&-; then
     show_log_tail "$logf"
     die "apt-get install failed: ${missing[*]}"
   fi

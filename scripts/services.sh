@@ -45,19 +45,19 @@ pg_cluster() {
 }
 
 start_postgres() {
-  apt_ensure postgresql
+  apt_ensure postgresql curl
   local info ver name port status
   info="$(pg_cluster)"
   if [[ -z "$info" ]]; then
     ver="$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -n | tail -n1)"
     [[ -n "$ver" ]] || die "postgresql is installed but /usr/lib/postgresql is empty"
     log "creating PostgreSQL $ver cluster 'main'"
-    as_root pg_createcluster "$ver" main >/dev/null
+    as_root pg_createcluster "$ver" main >/dev/null 8>&- 9>&-
     info="$(pg_cluster)"
   fi
   read -r ver name port status <<<"$info"
   if [[ "$status" != online* ]]; then
-    as_root pg_ctlcluster "$ver" "$name" start ||
+    as_root pg_ctlcluster "$ver" "$name" start 8>&- 9>&- ||
       die "could not start PostgreSQL $ver/$name (see /var/log/postgresql/)"
   fi
   local i
@@ -107,8 +107,8 @@ install_garage() {
   local waited=0
   while pgrep -f '^[^ ]*cargo install .*garage' >/dev/null 2>&1; do
     ((waited == 0)) && log "waiting for a running 'cargo install garage' to finish..."
-    sleep 10
-    waited=$((waited + 10))
+    sleep 5
+    waited=$((waited + 5))
     ((waited < 3600)) || break
   done
   [[ -x "$GARAGE_BIN" ]] && return 0
@@ -186,7 +186,6 @@ stop_garage() {
 }
 
 start_garage() {
-  apt_ensure curl
   install_garage
   load_credentials
 
@@ -284,7 +283,9 @@ EOF
 
 cmd_start() {
   mkdir -p "$GARAGE_STATE"
-  # One start at a time (two test runs may start together).
+  # One start at a time (two test runs may start together). Daemons started
+  # under this lock must not inherit fd 9 (nor fd 8, the install lock): see
+  # the `8>&- 9>&-` on the commands that start them (and in lib.sh's apt_ensure).
   exec 9>"$GARAGE_STATE/start.lock"
   flock 9
   start_postgres

@@ -80,7 +80,10 @@ async fn run_on(db: &Db, config: &Config, cmd: AdminCommand) -> anyhow::Result<(
             println!("{}", key.secret);
         }
         AdminCommand::ListTenants => {
-            println!("{:<24} {:<36} {:>8} {:>10} {:>14}", "NAME", "ID", "RPS", "MODELS", "BYTES");
+            println!(
+                "{:<24} {:<36} {:>8} {:>10} {:>14}",
+                "NAME", "ID", "RPS", "MODELS", "BYTES"
+            );
             for t in db.list_tenants().await? {
                 println!(
                     "{:<24} {:<36} {:>8} {:>10} {:>14}",

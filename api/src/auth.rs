@@ -101,7 +101,9 @@ impl TokenIssuer {
             .map(|d| d.claims)
             .map_err(|e| {
                 let why = match e.kind() {
-                    ErrorKind::ExpiredSignature => "the access token has expired; request a new one at POST /v1/auth/token",
+                    ErrorKind::ExpiredSignature => {
+                        "the access token has expired; request a new one at POST /v1/auth/token"
+                    }
                     ErrorKind::InvalidSignature => "the access token's signature is invalid",
                     ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => {
                         "the access token's algorithm is not accepted (HS256 only)"
@@ -137,7 +139,10 @@ impl Principal {
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -158,7 +163,11 @@ impl FromRequestParts<AppState> for Principal {
                 ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
             })?;
         let claims = state.tokens.verify(token)?;
-        if !state.key_cache.is_active(state, &claims.tid, &claims.sub).await? {
+        if !state
+            .key_cache
+            .is_active(state, &claims.tid, &claims.sub)
+            .await?
+        {
             return Err(ApiError::Unauthorized(
                 "the API key behind this token was revoked".into(),
             ));
@@ -182,7 +191,12 @@ pub struct KeyCache {
 const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 
 impl KeyCache {
-    async fn is_active(&self, state: &AppState, tenant_id: &str, key_id: &str) -> Result<bool, ApiError> {
+    async fn is_active(
+        &self,
+        state: &AppState,
+        tenant_id: &str,
+        key_id: &str,
+    ) -> Result<bool, ApiError> {
         let cache_key = format!("{tenant_id}/{key_id}");
         if let Ok(map) = self.entries.lock() {
             if let Some((active, at)) = map.get(&cache_key) {
@@ -228,8 +242,15 @@ mod tests {
         let issuer = TokenIssuer::new(&[7u8; 32], Duration::from_secs(60));
         let t = issuer.issue("k1", "t1", Role::Member).unwrap();
         let c = issuer.verify(&t).unwrap();
-        assert_eq!((c.sub.as_str(), c.tid.as_str(), c.role), ("k1", "t1", Role::Member));
+        assert_eq!(
+            (c.sub.as_str(), c.tid.as_str(), c.role),
+            ("k1", "t1", Role::Member)
+        );
         let other = TokenIssuer::new(&[8u8; 32], Duration::from_secs(60));
-        assert!(other.verify(&t).unwrap_err().to_string().contains("signature"));
+        assert!(other
+            .verify(&t)
+            .unwrap_err()
+            .to_string()
+            .contains("signature"));
     }
 }

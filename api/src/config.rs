@@ -50,6 +50,12 @@ pub struct Config {
     pub ort_dylib_path: Option<PathBuf>,
     /// Shared secret of worker <-> controller traffic.
     pub cluster_token: Option<String>,
+    /// CPU cores the embedded worker offers (default: all of the machine's).
+    pub worker_cores: Option<usize>,
+    /// Timed runs per batch size when profiling a variant.
+    pub profile_runs: usize,
+    /// Time budget per batch size when profiling a variant, in milliseconds.
+    pub profile_max_ms_per_batch: u64,
 }
 
 impl Default for Config {
@@ -71,6 +77,9 @@ impl Default for Config {
             shutdown_grace_secs: 30,
             ort_dylib_path: None,
             cluster_token: None,
+            worker_cores: None,
+            profile_runs: 30,
+            profile_max_ms_per_batch: 500,
         }
     }
 }
@@ -109,8 +118,19 @@ pub struct Overrides {
     pub shutdown_grace_secs: Option<u64>,
     #[arg(long, env = "INFAAS_ORT_DYLIB_PATH", global = true)]
     pub ort_dylib_path: Option<PathBuf>,
-    #[arg(long, env = "INFAAS_CLUSTER_TOKEN", global = true, hide_env_values = true)]
+    #[arg(
+        long,
+        env = "INFAAS_CLUSTER_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
     pub cluster_token: Option<String>,
+    #[arg(long, env = "INFAAS_WORKER_CORES", global = true)]
+    pub worker_cores: Option<usize>,
+    #[arg(long, env = "INFAAS_PROFILE_RUNS", global = true)]
+    pub profile_runs: Option<usize>,
+    #[arg(long, env = "INFAAS_PROFILE_MAX_MS_PER_BATCH", global = true)]
+    pub profile_max_ms_per_batch: Option<u64>,
 }
 
 /// Why the configuration could not be loaded.
@@ -157,7 +177,9 @@ impl Config {
             jwt_ttl_secs,
             max_body_bytes,
             max_upload_bytes,
-            shutdown_grace_secs
+            shutdown_grace_secs,
+            profile_runs,
+            profile_max_ms_per_batch
         );
         set_opt!(
             database_url,
@@ -166,7 +188,8 @@ impl Config {
             s3_region,
             jwt_secret,
             ort_dylib_path,
-            cluster_token
+            cluster_token,
+            worker_cores
         );
         cfg.validate()?;
         Ok(cfg)
@@ -185,7 +208,9 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.jwt_ttl_secs == 0 {
-            return Err(ConfigError::Invalid("jwt_ttl_secs must be at least 1".into()));
+            return Err(ConfigError::Invalid(
+                "jwt_ttl_secs must be at least 1".into(),
+            ));
         }
         if let Some(s) = &self.jwt_secret {
             if s.len() < 32 {
@@ -194,17 +219,42 @@ impl Config {
                 ));
             }
         }
+        if self.profile_runs == 0 {
+            return Err(ConfigError::Invalid(
+                "profile_runs must be at least 1".into(),
+            ));
+        }
+        if self.worker_cores == Some(0) {
+            return Err(ConfigError::Invalid(
+                "worker_cores must be at least 1".into(),
+            ));
+        }
         if self.max_body_bytes < 1024 {
-            return Err(ConfigError::Invalid("max_body_bytes must be at least 1024".into()));
+            return Err(ConfigError::Invalid(
+                "max_body_bytes must be at least 1024".into(),
+            ));
         }
         Ok(())
     }
 
+    /// CPU cores the embedded worker offers.
+    pub fn worker_cores(&self) -> usize {
+        self.worker_cores
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Scratch space for uploads and generated files.
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.data_dir.join("tmp")
+    }
+
     /// The database URL in force (the SQLite file under `data_dir` by default).
     pub fn database_url(&self) -> String {
-        self.database_url.clone().unwrap_or_else(|| {
-            format!("sqlite://{}", self.data_dir.join("infaas.db").display())
-        })
+        self.database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.data_dir.join("infaas.db").display()))
     }
 
     /// The object-store location in force (`data_dir/objects` by default).
@@ -285,7 +335,10 @@ mod tests {
             jwt_secret: Some("short".into()),
             ..Default::default()
         };
-        assert!(Config::load(&o).unwrap_err().to_string().contains("jwt_secret"));
+        assert!(Config::load(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("jwt_secret"));
     }
 
     #[test]

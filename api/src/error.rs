@@ -24,7 +24,10 @@ pub enum ApiError {
     #[error("{0}")]
     Unprocessable(String),
     #[error("{message}")]
-    RateLimited { message: String, retry_after_secs: u64 },
+    RateLimited {
+        message: String,
+        retry_after_secs: u64,
+    },
     #[error("{0}")]
     QuotaExceeded(String),
     #[error("{0}")]
@@ -96,7 +99,9 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
             StoreError::Conflict(what) => ApiError::Conflict(format!("{what} already exists")),
-            StoreError::ObjectNotFound(key) => ApiError::NotFound(format!("object '{key}' not found")),
+            StoreError::ObjectNotFound(key) => {
+                ApiError::NotFound(format!("object '{key}' not found"))
+            }
             StoreError::InvalidKey { .. } => ApiError::BadRequest(e.to_string()),
             other => ApiError::Internal(other.into()),
         }

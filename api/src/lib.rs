@@ -7,6 +7,7 @@ pub mod error;
 pub mod metrics;
 pub mod openapi;
 pub mod quota;
+pub mod registry;
 pub mod routes;
 pub mod server;
 pub mod state;

@@ -21,6 +21,12 @@ use crate::routes;
         routes::api_keys::create,
         routes::api_keys::list,
         routes::api_keys::revoke,
+        routes::models::register,
+        routes::models::list,
+        routes::models::show,
+        routes::models::delete,
+        routes::models::list_apps,
+        routes::models::show_app,
     ),
     components(schemas(crate::error::ErrorBody)),
     modifiers(&BearerAuth),
@@ -28,6 +34,8 @@ use crate::routes;
         (name = "health", description = "Liveness, readiness, metrics"),
         (name = "auth", description = "Access tokens"),
         (name = "api-keys", description = "API keys of a tenant (admin)"),
+        (name = "models", description = "Model registry: registration, variants, profiles"),
+        (name = "apps", description = "Applications"),
     )
 )]
 pub struct ApiDoc;
@@ -53,7 +61,9 @@ impl Modify for BearerAuth {
 pub fn document() -> String {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    let mut s = doc.to_pretty_json().unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut s = doc
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
     s
 }

@@ -45,6 +45,14 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         }
     };
     let tokens = TokenIssuer::new(secret.as_bytes(), Duration::from_secs(config.jwt_ttl_secs));
+    let runtime = infaas_executors::runtime::init_runtime(config.ort_dylib_path.as_deref())
+        .map_err(|e| e.to_string());
+    match &runtime {
+        Ok(path) => tracing::info!(library = %path.display(), "ONNX Runtime loaded"),
+        Err(e) => {
+            tracing::error!(error = %e, "ONNX Runtime is not available: models cannot be registered or served")
+        }
+    }
     Ok(AppState::new(Inner {
         db,
         objects,
@@ -52,6 +60,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         key_cache: KeyCache::default(),
         limiter: RateLimiter::default(),
         metrics: crate::metrics::install(),
+        registry: crate::registry::Registry::default(),
+        runtime,
         config,
     }))
 }
@@ -65,7 +75,22 @@ pub fn router(state: AppState) -> Router {
             "/api-keys",
             post(routes::api_keys::create).get(routes::api_keys::list),
         )
-        .route("/api-keys/{id}", delete(routes::api_keys::revoke));
+        .route("/api-keys/{id}", delete(routes::api_keys::revoke))
+        .route(
+            "/models",
+            get(routes::models::list)
+                .post(routes::models::register)
+                .layer(
+                    // Uploads stream to disk; the per-file limit is checked while streaming.
+                    DefaultBodyLimit::max(upload_body_limit(&state.config)),
+                ),
+        )
+        .route(
+            "/models/{name}",
+            get(routes::models::show).delete(routes::models::delete),
+        )
+        .route("/apps", get(routes::models::list_apps))
+        .route("/apps/{app}", get(routes::models::show_app));
     Router::new()
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
@@ -82,6 +107,17 @@ pub fn router(state: AppState) -> Router {
             )))
         }))
         .with_state(state)
+}
+
+/// A registration carries a model and a validation set, each up to the upload limit.
+fn upload_body_limit(config: &Config) -> usize {
+    usize::try_from(
+        config
+            .max_upload_bytes
+            .saturating_mul(2)
+            .saturating_add(1 << 20),
+    )
+    .unwrap_or(usize::MAX)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {
@@ -113,6 +149,7 @@ impl Server {
             .with_context(|| format!("binding {listen}"))?;
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
+        crate::registry::Registry::start(state.clone(), shutdown.clone());
         let app = router(state.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {

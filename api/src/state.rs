@@ -22,6 +22,9 @@ pub struct Inner {
     pub key_cache: KeyCache,
     pub limiter: RateLimiter,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    pub registry: crate::registry::Registry,
+    /// The ONNX Runtime library in use, or why it could not be loaded.
+    pub runtime: Result<std::path::PathBuf, String>,
 }
 
 impl std::ops::Deref for AppState {
@@ -32,6 +35,16 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
+    /// Fails with 503 when ONNX Runtime could not be loaded at start.
+    pub fn runtime_ready(&self) -> Result<(), crate::error::ApiError> {
+        match &self.runtime {
+            Ok(_) => Ok(()),
+            Err(e) => Err(crate::error::ApiError::Unavailable(format!(
+                "ONNX Runtime is not available on this server: {e}"
+            ))),
+        }
+    }
+
     pub fn new(inner: Inner) -> AppState {
         AppState {
             inner: Arc::new(inner),

@@ -1,8 +1,13 @@
 //! Domain types shared by every infaas crate. Depends on no framework.
 
+pub mod model;
 pub mod tenant;
 pub mod tensor;
 pub mod time;
 
+pub use model::{
+    Application, DeclaredMetadata, FileKind, HardwareKind, LatencyPoint, Model, ModelFile,
+    ModelStatus, Variant,
+};
 pub use tenant::{validate_name, ApiKey, Quotas, Role, Tenant};
 pub use tensor::{DataType, Tensor, TensorData, TensorError};

@@ -6,3 +6,4 @@ pub mod npz;
 pub mod profiler;
 pub mod runtime;
 pub mod validation;
+pub mod variants;

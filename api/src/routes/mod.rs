@@ -3,3 +3,4 @@
 pub mod api_keys;
 pub mod auth;
 pub mod health;
+pub mod models;

@@ -1,6 +1,7 @@
 //! Metadata in SQLite (the embedded default) or Postgres, through sqlx's `Any` driver so
 //! that one set of queries serves both. Queries use `$N` placeholders, which both accept.
 
+mod models;
 mod objects;
 mod settings;
 mod tenants;
@@ -12,6 +13,7 @@ use sqlx::AnyPool;
 
 use crate::StoreError;
 
+pub use models::{NewModel, NewVariant};
 pub use objects::ObjectRecord;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -81,7 +83,9 @@ impl Db {
             .await?;
         if kind == DbKind::Sqlite {
             // WAL lets readers proceed while one writer commits; the mode persists in the file.
-            sqlx::query("PRAGMA journal_mode=WAL").execute(&pool).await?;
+            sqlx::query("PRAGMA journal_mode=WAL")
+                .execute(&pool)
+                .await?;
         }
         let db = Db { pool, kind };
         db.migrate().await?;

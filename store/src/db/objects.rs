@@ -35,10 +35,11 @@ impl Db {
 
     /// Bytes the tenant keeps in the object store.
     pub async fn stored_bytes(&self, tenant_id: &str) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT COALESCE(SUM(size_bytes), 0) FROM objects WHERE tenant_id = $1")
-            .bind(tenant_id)
-            .fetch_one(self.pool())
-            .await?;
+        let row =
+            sqlx::query("SELECT COALESCE(SUM(size_bytes), 0) FROM objects WHERE tenant_id = $1")
+                .bind(tenant_id)
+                .fetch_one(self.pool())
+                .await?;
         // Postgres sums BIGINT into NUMERIC; SQLite into INTEGER.
         match row.try_get::<i64, _>(0) {
             Ok(v) => Ok(v),
@@ -54,7 +55,11 @@ impl Db {
         }
     }
 
-    pub async fn objects_of(&self, owner_kind: &str, owner_id: &str) -> Result<Vec<ObjectRecord>, StoreError> {
+    pub async fn objects_of(
+        &self,
+        owner_kind: &str,
+        owner_id: &str,
+    ) -> Result<Vec<ObjectRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT key, tenant_id, size_bytes, owner_kind, owner_id FROM objects \
              WHERE owner_kind = $1 AND owner_id = $2 ORDER BY key",

@@ -37,10 +37,8 @@ fn key_from_row(r: &AnyRow) -> Result<ApiKey, StoreError> {
     })
 }
 
-const TENANT_COLS: &str =
-    "id, name, created_at, quota_rps, quota_max_models, quota_max_bytes";
-const KEY_COLS: &str =
-    "id, tenant_id, name, role, prefix, created_at, last_used_at, revoked_at";
+const TENANT_COLS: &str = "id, name, created_at, quota_rps, quota_max_models, quota_max_bytes";
+const KEY_COLS: &str = "id, tenant_id, name, role, prefix, created_at, last_used_at, revoked_at";
 
 impl Db {
     pub async fn create_tenant(&self, name: &str, quotas: Quotas) -> Result<Tenant, StoreError> {
@@ -67,27 +65,33 @@ impl Db {
     }
 
     pub async fn get_tenant(&self, id: &str) -> Result<Tenant, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TENANT_COLS} FROM tenants WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("tenant '{id}'")))?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TENANT_COLS} FROM tenants WHERE id = $1"
+        )))
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("tenant '{id}'")))?;
         tenant_from_row(&row)
     }
 
     pub async fn get_tenant_by_name(&self, name: &str) -> Result<Tenant, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TENANT_COLS} FROM tenants WHERE name = $1")))
-            .bind(name)
-            .fetch_optional(self.pool())
-            .await?
-            .ok_or_else(|| StoreError::NotFound(format!("tenant '{name}'")))?;
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TENANT_COLS} FROM tenants WHERE name = $1"
+        )))
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("tenant '{name}'")))?;
         tenant_from_row(&row)
     }
 
     pub async fn list_tenants(&self) -> Result<Vec<Tenant>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {TENANT_COLS} FROM tenants ORDER BY name")))
-            .fetch_all(self.pool())
-            .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {TENANT_COLS} FROM tenants ORDER BY name"
+        )))
+        .fetch_all(self.pool())
+        .await?;
         rows.iter().map(tenant_from_row).collect()
     }
 
@@ -144,7 +148,10 @@ impl Db {
     }
 
     /// The active (not revoked) key with this hash, and marks it used.
-    pub async fn find_active_api_key(&self, secret_hash: &str) -> Result<Option<ApiKey>, StoreError> {
+    pub async fn find_active_api_key(
+        &self,
+        secret_hash: &str,
+    ) -> Result<Option<ApiKey>, StoreError> {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT {KEY_COLS} FROM api_keys WHERE secret_hash = $1 AND revoked_at IS NULL"
         )))
@@ -185,7 +192,11 @@ impl Db {
     }
 
     /// Revokes a key of the tenant; another tenant's key is "not found".
-    pub async fn revoke_api_key(&self, tenant_id: &str, key_id: &str) -> Result<ApiKey, StoreError> {
+    pub async fn revoke_api_key(
+        &self,
+        tenant_id: &str,
+        key_id: &str,
+    ) -> Result<ApiKey, StoreError> {
         let done = sqlx::query(
             "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND tenant_id = $3 AND revoked_at IS NULL",
         )

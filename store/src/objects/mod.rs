@@ -91,7 +91,11 @@ pub enum ObjectStoreConfig {
 
 impl ObjectStoreConfig {
     /// Parses `s3://bucket/prefix` or a directory path (optionally `file://`).
-    pub fn parse(location: &str, s3_endpoint: Option<String>, s3_region: Option<String>) -> Result<Self, StoreError> {
+    pub fn parse(
+        location: &str,
+        s3_endpoint: Option<String>,
+        s3_region: Option<String>,
+    ) -> Result<Self, StoreError> {
         if let Some(rest) = location.strip_prefix("s3://") {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
             if bucket.is_empty() {

@@ -189,10 +189,12 @@ impl ObjectStore for S3Store {
         let mut ended = false;
         while first.len() < PART_SIZE {
             match body.next().await {
-                Some(chunk) => first.extend_from_slice(&chunk.map_err(|source| StoreError::Io {
-                    key: key.to_string(),
-                    source,
-                })?),
+                Some(chunk) => {
+                    first.extend_from_slice(&chunk.map_err(|source| StoreError::Io {
+                        key: key.to_string(),
+                        source,
+                    })?)
+                }
                 None => {
                     ended = true;
                     break;

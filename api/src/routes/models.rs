@@ -1,0 +1,289 @@
+//! Registering, listing, showing and deleting models; applications.
+
+use axum::extract::{Multipart, Path, State};
+use axum::http::StatusCode;
+use infaas_core::{Model, Variant};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult, ErrorBody, Json};
+use crate::quota::check_storage;
+use crate::registry::upload;
+use crate::state::AppState;
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct LatencyView {
+    pub batch: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub mean_ms: f64,
+    /// Rows per second at this batch size.
+    pub throughput_per_s: f64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct VariantView {
+    /// `{model}.{fp32|opt|int8|fp16}.{cpu|gpu}.t{threads}.b{max_batch}`.
+    pub name: String,
+    /// `fp32`, `int8` or `fp16`.
+    pub precision: String,
+    /// Which file: `source`, `optimized` (ONNX Runtime graph optimisations), `int8`, `fp16`.
+    pub file: String,
+    /// `cpu` or `gpu`.
+    pub hardware: String,
+    /// Intra-op threads.
+    pub threads: usize,
+    pub max_batch: usize,
+    /// `pending`, `profiled` or `failed`.
+    pub status: String,
+    /// Top-1 accuracy on the validation set, in [0, 1].
+    pub accuracy: Option<f64>,
+    pub load_ms: Option<f64>,
+    pub memory_bytes: Option<i64>,
+    pub latency: Vec<LatencyView>,
+}
+
+impl From<Variant> for VariantView {
+    fn from(v: Variant) -> Self {
+        VariantView {
+            precision: v.file_kind.precision().into(),
+            file: v.file_kind.as_str().into(),
+            hardware: v.hardware.as_str().into(),
+            name: v.name,
+            threads: v.threads,
+            max_batch: v.max_batch,
+            status: v.status,
+            accuracy: v.accuracy,
+            load_ms: v.load_ms,
+            memory_bytes: v.memory_bytes,
+            latency: v
+                .latency
+                .into_iter()
+                .map(|l| LatencyView {
+                    batch: l.batch,
+                    p50_ms: l.p50_ms,
+                    p99_ms: l.p99_ms,
+                    mean_ms: l.mean_ms,
+                    throughput_per_s: l.throughput_per_s,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ModelView {
+    pub name: String,
+    pub app: String,
+    pub task: String,
+    /// `pending`, `generating`, `profiling`, `ready` or `failed`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Fraction of the background work done, in [0, 1].
+    pub progress: f64,
+    /// The current step of the background work.
+    pub progress_detail: Option<String>,
+    pub size_bytes: i64,
+    pub sha256: String,
+    /// Inputs and outputs: `{"inputs": [{"name", "datatype", "shape"}], "outputs": [...]}`.
+    #[schema(value_type = Object)]
+    pub signature: Option<serde_json::Value>,
+    /// Declared output holding the prediction, if any.
+    pub output: Option<String>,
+    pub label_names: Option<Vec<String>>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub variants: Vec<VariantView>,
+}
+
+fn view(m: Model, variants: Vec<Variant>) -> ModelView {
+    ModelView {
+        name: m.name,
+        app: m.app,
+        task: m.task,
+        status: m.status.as_str().into(),
+        error: m.error,
+        progress: m.progress,
+        progress_detail: m.progress_detail,
+        size_bytes: m.size_bytes,
+        sha256: m.sha256,
+        signature: m.signature,
+        output: m.declared.output,
+        label_names: m.declared.label_names,
+        created_at_ms: m.created_at_ms,
+        updated_at_ms: m.updated_at_ms,
+        variants: variants.into_iter().map(Into::into).collect(),
+    }
+}
+
+pub(crate) async fn model_view(state: &AppState, m: Model) -> ApiResult<ModelView> {
+    let variants = state.db.list_variants(&m.id).await?;
+    Ok(view(m, variants))
+}
+
+/// Multipart form of a registration (documentation only).
+#[derive(ToSchema)]
+#[allow(dead_code)]
+pub struct RegisterForm {
+    /// Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`.
+    name: String,
+    /// Application (created when new).
+    app: String,
+    /// `classification` (default).
+    task: Option<String>,
+    /// The ONNX file.
+    #[schema(value_type = String, format = Binary)]
+    model: Vec<u8>,
+    /// NPZ with `x` (or `x.<input>` per input) and integer labels `y`.
+    #[schema(value_type = String, format = Binary)]
+    validation: Vec<u8>,
+    /// Output holding class scores or labels (automatic when absent).
+    output: Option<String>,
+    /// Largest batch the model may be given.
+    max_batch: Option<usize>,
+    /// Class names by label, as a JSON array or comma-separated.
+    label_names: Option<String>,
+    description: Option<String>,
+}
+
+/// Registers a model: checks it, stores it and starts variant generation and profiling
+/// in the background. Poll `GET /v1/models/{name}` for progress.
+#[utoipa::path(post, path = "/v1/models", tag = "models", security(("bearer" = [])),
+    request_body(content = RegisterForm, content_type = "multipart/form-data"),
+    responses((status = 202, description = "Accepted; variants are being generated", body = ModelView),
+              (status = 400, description = "Invalid model, validation set or field", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 403, description = "Model or storage quota exceeded", body = ErrorBody),
+              (status = 409, description = "The name is taken", body = ErrorBody),
+              (status = 413, description = "Upload over the limit", body = ErrorBody)))]
+pub async fn register(
+    State(state): State<AppState>,
+    p: Principal,
+    multipart: Multipart,
+) -> ApiResult<(StatusCode, Json<ModelView>)> {
+    let tmp_root = state.config.tmp_dir();
+    tokio::fs::create_dir_all(&tmp_root)
+        .await
+        .map_err(ApiError::internal)?;
+    let dir = tempfile::Builder::new()
+        .prefix("upload-")
+        .tempdir_in(&tmp_root)
+        .map_err(ApiError::internal)?;
+    let form = upload::read_form(multipart, dir.path(), state.config.max_upload_bytes).await?;
+    if let Some(name) = &form.name {
+        if state.db.get_model(&p.tenant_id, name).await.is_ok() {
+            return Err(ApiError::Conflict(format!("model '{name}' already exists")));
+        }
+    }
+    let checked = upload::check(form, &state).await?;
+    let bytes = (checked.model.size + checked.validation.size) as i64;
+    check_storage(&state, &p.tenant_id, 1, bytes).await?;
+    let model = upload::store(&state, &p.tenant_id, checked).await?;
+    state.registry.submit(&model.id);
+    tracing::info!(model = %model.name, app = %model.app, "model registered");
+    Ok((StatusCode::ACCEPTED, Json(view(model, Vec::new()))))
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct ModelList {
+    pub models: Vec<ModelView>,
+}
+
+/// Lists the tenant's models with their variants.
+#[utoipa::path(get, path = "/v1/models", tag = "models", security(("bearer" = [])),
+    responses((status = 200, body = ModelList), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<ModelList>> {
+    let mut models = Vec::new();
+    for m in state.db.list_models(&p.tenant_id, None).await? {
+        models.push(model_view(&state, m).await?);
+    }
+    Ok(Json(ModelList { models }))
+}
+
+/// A model with its status, progress and variants (accuracy, load time, memory,
+/// latency per batch size).
+#[utoipa::path(get, path = "/v1/models/{name}", tag = "models", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Model name")),
+    responses((status = 200, body = ModelView), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<Json<ModelView>> {
+    let m = state.db.get_model(&p.tenant_id, &name).await?;
+    Ok(Json(model_view(&state, m).await?))
+}
+
+/// Deletes a model, its variants and every stored file.
+#[utoipa::path(delete, path = "/v1/models/{name}", tag = "models", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Model name")),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let m = state.db.delete_model(&p.tenant_id, &name).await?;
+    upload::remove_model_objects(&state, &m.id).await;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct AppSummary {
+    pub name: String,
+    pub created_at_ms: i64,
+    pub models: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct AppList {
+    pub apps: Vec<AppSummary>,
+}
+
+/// Lists the tenant's applications and their models.
+#[utoipa::path(get, path = "/v1/apps", tag = "apps", security(("bearer" = [])),
+    responses((status = 200, body = AppList), (status = 401, body = ErrorBody)))]
+pub async fn list_apps(State(state): State<AppState>, p: Principal) -> ApiResult<Json<AppList>> {
+    let apps = state.db.list_apps(&p.tenant_id).await?;
+    Ok(Json(AppList {
+        apps: apps
+            .into_iter()
+            .map(|(a, models)| AppSummary {
+                name: a.name,
+                created_at_ms: a.created_at_ms,
+                models,
+            })
+            .collect(),
+    }))
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct AppDetail {
+    pub name: String,
+    pub models: Vec<ModelView>,
+}
+
+/// An application with its models and their variants.
+#[utoipa::path(get, path = "/v1/apps/{app}", tag = "apps", security(("bearer" = [])),
+    params(("app" = String, Path, description = "Application name")),
+    responses((status = 200, body = AppDetail), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn show_app(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(app): Path<String>,
+) -> ApiResult<Json<AppDetail>> {
+    let known = state.db.list_apps(&p.tenant_id).await?;
+    if !known.iter().any(|(a, _)| a.name == app) {
+        return Err(ApiError::NotFound(format!("application '{app}' not found")));
+    }
+    let mut models = Vec::new();
+    for m in state.db.list_models(&p.tenant_id, Some(&app)).await? {
+        models.push(model_view(&state, m).await?);
+    }
+    Ok(Json(AppDetail { name: app, models }))
+}
