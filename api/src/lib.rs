@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod metrics;

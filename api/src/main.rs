@@ -8,6 +8,8 @@ use infaas_api::config::{Config, Overrides};
 struct Cli {
     #[command(flatten)]
     overrides: Overrides,
+    #[command(flatten)]
+    client: infaas_api::client::ClientOpts,
     #[command(subcommand)]
     command: Command,
 }
@@ -29,6 +31,18 @@ enum Command {
     },
     /// Prints the OpenAPI document of the HTTP API.
     Openapi,
+    /// Checks an API key against a server and saves it for the other commands.
+    Login,
+    /// Registers, lists, shows and deletes models (talks to a server).
+    Models {
+        #[command(subcommand)]
+        command: infaas_api::client::ModelsCommand,
+    },
+    /// Lists and shows applications (talks to a server).
+    Apps {
+        #[command(subcommand)]
+        command: infaas_api::client::AppsCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,7 +58,13 @@ fn main() -> std::process::ExitCode {
         print!("{}", infaas_api::openapi::document());
         return std::process::ExitCode::SUCCESS;
     }
-    infaas_api::telemetry::init(config.log_format, &config.log_level);
+    let server_side = matches!(
+        cli.command,
+        Command::Serve | Command::Worker { .. } | Command::Admin { .. }
+    );
+    if server_side {
+        infaas_api::telemetry::init(config.log_format, &config.log_level);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -63,6 +83,9 @@ fn main() -> std::process::ExitCode {
                 "separate worker processes (controller {controller}) are not available in this version; `infaas serve` runs an embedded worker"
             )),
             Command::Openapi => Ok(()),
+            Command::Login => infaas_api::client::login(&cli.client).await,
+            Command::Models { command } => infaas_api::client::run_models(&cli.client, command).await,
+            Command::Apps { command } => infaas_api::client::run_apps(&cli.client, command).await,
         }
     });
     match result {

@@ -92,6 +92,8 @@ pub fn router(state: AppState) -> Router {
         .route("/apps", get(routes::models::list_apps))
         .route("/apps/{app}", get(routes::models::show_app));
     Router::new()
+        .route("/", get(routes::health::index))
+        .route("/openapi.json", get(routes::health::openapi))
         .route("/healthz", get(routes::health::healthz))
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::health::metrics))

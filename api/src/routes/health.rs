@@ -75,3 +75,40 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         body,
     )
 }
+
+/// The landing page (HTML): connections and health at a glance.
+pub async fn index(State(state): State<AppState>) -> axum::response::Response {
+    let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
+    let page = infaas_web::IndexPage {
+        version: env!("CARGO_PKG_VERSION").into(),
+        database_kind: state.db.kind().as_str().into(),
+        database_ok: db.is_ok(),
+        database_status: db
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "ok".into()),
+        object_store: state.objects.describe(),
+        object_store_ok: objects.is_ok(),
+        object_store_status: objects
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "ok".into()),
+        runtime_ok: state.runtime.is_ok(),
+        runtime: match &state.runtime {
+            Ok(p) => p.display().to_string(),
+            Err(e) => e.clone(),
+        },
+    };
+    match page.render_html() {
+        Ok(html) => axum::response::Html(html).into_response(),
+        Err(e) => crate::error::ApiError::internal(e).into_response(),
+    }
+}
+
+/// The OpenAPI document of this server.
+pub async fn openapi() -> impl IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        crate::openapi::document(),
+    )
+}

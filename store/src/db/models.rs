@@ -431,7 +431,8 @@ impl Db {
     pub async fn list_variants(&self, model_id: &str) -> Result<Vec<Variant>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, model_id, file_id, name, optimization, hardware, threads, max_batch, status, \
-             accuracy, load_ms, memory_bytes FROM variants WHERE model_id = $1 ORDER BY name",
+             accuracy, load_ms, memory_bytes FROM variants WHERE model_id = $1 \
+             ORDER BY optimization, hardware, threads, max_batch",
         )
         .bind(model_id)
         .fetch_all(self.pool())

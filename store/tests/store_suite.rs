@@ -1,0 +1,455 @@
+//! The store suite, written once and run on both backend pairs (see common/backends.rs):
+//! `sqlite_local::*` on SQLite + a local directory, `postgres_s3::*` on Postgres + S3.
+
+mod common;
+
+use bytes::Bytes;
+use infaas_core::{Quotas, Role};
+use infaas_store::{Db, DbKind, ObjectRecord, StoreError};
+
+use common::backends::{on_both_pairs, Backends};
+use common::{generated_stream, open, stream_digest, Stores};
+
+on_both_pairs!(
+    migrations_apply_once,
+    tenants,
+    api_keys,
+    settings_first_writer_wins,
+    object_accounting,
+    object_round_trips,
+    invalid_keys_are_rejected,
+    streamed_upload_over_10_mb,
+    failed_upload_leaves_nothing,
+);
+
+const MIB: usize = 1024 * 1024;
+
+fn quotas(rps: f64, models: i64, bytes: i64) -> Quotas {
+    Quotas {
+        requests_per_second: rps,
+        max_models: models,
+        max_stored_bytes: bytes,
+    }
+}
+
+async fn migrations_apply_once(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let expected = if b.is_embedded() {
+        DbKind::Sqlite
+    } else {
+        DbKind::Postgres
+    };
+    assert_eq!(db.kind(), expected);
+    if let Some(schema) = &b.schema {
+        // The URL's `options` really put this test in a schema of its own.
+        let current: String = sqlx::query_scalar("SELECT CAST(current_schema() AS TEXT)")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+        assert_eq!(&current, schema);
+    }
+    let applied = db.applied_migrations().await.unwrap();
+    assert!(!applied.is_empty(), "no migration was applied");
+    assert!(applied.windows(2).all(|w| w[0] < w[1]), "{applied:?}");
+    let tenant = db
+        .create_tenant("survivor", Quotas::default())
+        .await
+        .unwrap();
+    db.close().await;
+
+    // A second connection finds everything applied: same migrations, data untouched.
+    let again = Db::connect(&b.database_url).await.unwrap();
+    assert_eq!(again.applied_migrations().await.unwrap(), applied);
+    assert_eq!(again.get_tenant(&tenant.id).await.unwrap(), tenant);
+    again.ping().await.unwrap();
+    again.close().await;
+}
+
+async fn tenants(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let beta = db
+        .create_tenant("beta", quotas(5.0, 3, 1000))
+        .await
+        .unwrap();
+    let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    assert_eq!(db.get_tenant(&beta.id).await.unwrap(), beta);
+    assert_eq!(db.get_tenant_by_name("acme").await.unwrap(), acme);
+    assert_eq!(beta.quotas, quotas(5.0, 3, 1000));
+
+    let names: Vec<String> = db
+        .list_tenants()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, ["acme", "beta"]);
+
+    match db.create_tenant("acme", Quotas::default()).await {
+        Err(StoreError::Conflict(what)) => assert!(what.contains("acme"), "{what}"),
+        other => panic!("duplicate tenant name: expected Conflict, got {other:?}"),
+    }
+    assert!(matches!(
+        db.get_tenant("no-such-id").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        db.get_tenant_by_name("nobody").await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    db.set_tenant_quotas(&acme.id, quotas(2.0, 1, 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.get_tenant(&acme.id).await.unwrap().quotas,
+        quotas(2.0, 1, 10)
+    );
+    assert!(matches!(
+        db.set_tenant_quotas("no-such-id", Quotas::default()).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+async fn api_keys(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let a = db.create_tenant("a", Quotas::default()).await.unwrap();
+    let other = db.create_tenant("b", Quotas::default()).await.unwrap();
+    let hash = "ab".repeat(32);
+    let key = db
+        .create_api_key(&a.id, "admin", Role::Admin, "infaas_abcdef", &hash)
+        .await
+        .unwrap();
+    assert_eq!(
+        (key.role, key.last_used_at_ms, key.revoked_at_ms),
+        (Role::Admin, None, None)
+    );
+
+    let found = db.find_active_api_key(&hash).await.unwrap().expect("found");
+    assert_eq!(
+        (found.id.as_str(), found.tenant_id.as_str()),
+        (key.id.as_str(), a.id.as_str())
+    );
+    assert!(db
+        .find_active_api_key(&"cd".repeat(32))
+        .await
+        .unwrap()
+        .is_none());
+    // Finding a key marks it used.
+    let listed = db.list_api_keys(&a.id).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(listed[0].last_used_at_ms.is_some());
+
+    match db
+        .create_api_key(&other.id, "dup", Role::Member, "infaas_abcdef", &hash)
+        .await
+    {
+        Err(StoreError::Conflict(_)) => {}
+        other => panic!("duplicate key hash: expected Conflict, got {other:?}"),
+    }
+    let member = db
+        .create_api_key(&a.id, "ci", Role::Member, "infaas_zzzzzz", &"ef".repeat(32))
+        .await
+        .unwrap();
+    assert_eq!(db.count_active_admin_keys(&a.id).await.unwrap(), 1);
+
+    assert!(db.api_key_active(&a.id, &key.id).await.unwrap());
+    // Another tenant's key is neither active for it nor revocable by it.
+    assert!(!db.api_key_active(&other.id, &key.id).await.unwrap());
+    assert!(db.list_api_keys(&other.id).await.unwrap().is_empty());
+    assert!(matches!(
+        db.revoke_api_key(&other.id, &key.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(db.api_key_active(&a.id, &key.id).await.unwrap());
+
+    let revoked = db.revoke_api_key(&a.id, &member.id).await.unwrap();
+    assert!(revoked.revoked_at_ms.is_some());
+    assert!(!db.api_key_active(&a.id, &member.id).await.unwrap());
+    assert!(db
+        .find_active_api_key(&"ef".repeat(32))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        db.revoke_api_key(&a.id, &member.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        db.revoke_api_key(&a.id, "no-such-key").await,
+        Err(StoreError::NotFound(_))
+    ));
+    let ids: Vec<String> = db
+        .list_api_keys(&a.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.id)
+        .collect();
+    assert_eq!(ids.len(), 2, "revoked keys stay listed");
+}
+
+async fn settings_first_writer_wins(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    assert_eq!(db.get_setting("color").await.unwrap(), None);
+    assert_eq!(db.setting_or_insert("color", "red").await.unwrap(), "red");
+    assert_eq!(db.setting_or_insert("color", "blue").await.unwrap(), "red");
+    assert_eq!(
+        db.get_setting("color").await.unwrap().as_deref(),
+        Some("red")
+    );
+
+    // Racing writers (several controllers starting at once) all read the winner's value.
+    let racers = (0..8).map(|i| {
+        let db = db.clone();
+        tokio::spawn(async move { db.setting_or_insert("secret", &format!("v{i}")).await })
+    });
+    let seen: Vec<String> = futures::future::join_all(racers)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().unwrap())
+        .collect();
+    assert!(seen.iter().all(|v| v == &seen[0]), "{seen:?}");
+    assert_eq!(
+        db.get_setting("secret").await.unwrap(),
+        Some(seen[0].clone())
+    );
+}
+
+async fn object_accounting(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let a = db.create_tenant("a", Quotas::default()).await.unwrap();
+    let other = db.create_tenant("b", Quotas::default()).await.unwrap();
+    let rec = |key: &str, tenant: &str, size: i64, kind: &str, owner: &str| ObjectRecord {
+        key: key.into(),
+        tenant_id: tenant.into(),
+        size_bytes: size,
+        owner_kind: kind.into(),
+        owner_id: owner.into(),
+    };
+    assert_eq!(db.stored_bytes(&a.id).await.unwrap(), 0);
+    for r in [
+        rec("t/a/m1/source.onnx", &a.id, 100, "model", "m1"),
+        rec("t/a/m1/validation.npz", &a.id, 50, "model", "m1"),
+        rec("t/a/v1/model.onnx", &a.id, 7, "variant", "v1"),
+        rec(
+            "t/b/m2/source.onnx",
+            &other.id,
+            3_000_000_000,
+            "model",
+            "m2",
+        ),
+    ] {
+        db.record_object(&r).await.unwrap();
+    }
+    assert_eq!(db.stored_bytes(&a.id).await.unwrap(), 157);
+    // Sums beyond 32 bits survive Postgres's NUMERIC sum.
+    assert_eq!(db.stored_bytes(&other.id).await.unwrap(), 3_000_000_000);
+    assert_eq!(db.stored_bytes("nobody").await.unwrap(), 0);
+
+    let keys = |v: Vec<ObjectRecord>| v.into_iter().map(|r| r.key).collect::<Vec<_>>();
+    assert_eq!(
+        keys(db.objects_of("model", "m1").await.unwrap()),
+        ["t/a/m1/source.onnx", "t/a/m1/validation.npz"]
+    );
+    assert_eq!(
+        db.objects_of("variant", "v1").await.unwrap(),
+        [rec("t/a/v1/model.onnx", &a.id, 7, "variant", "v1")]
+    );
+    assert!(db.objects_of("model", "nothing").await.unwrap().is_empty());
+
+    // Recording a key again replaces its size.
+    db.record_object(&rec("t/a/m1/source.onnx", &a.id, 200, "model", "m1"))
+        .await
+        .unwrap();
+    assert_eq!(db.stored_bytes(&a.id).await.unwrap(), 257);
+    db.forget_object("t/a/m1/source.onnx").await.unwrap();
+    db.forget_object("t/a/never-recorded").await.unwrap();
+    assert_eq!(db.stored_bytes(&a.id).await.unwrap(), 57);
+    assert_eq!(
+        keys(db.objects_of("model", "m1").await.unwrap()),
+        ["t/a/m1/validation.npz"]
+    );
+}
+
+async fn object_round_trips(b: &Backends) {
+    let Stores { objects, .. } = open(b).await;
+    let put = |key: &'static str, body: &'static [u8]| {
+        let objects = objects.clone();
+        async move {
+            assert_eq!(
+                objects
+                    .put_bytes(key, Bytes::from_static(body))
+                    .await
+                    .unwrap(),
+                body.len() as u64
+            );
+        }
+    };
+    put("a/2", b"two").await;
+    put("a/1", b"one").await;
+    put("a/10", b"ten!").await;
+    put("ab/1", b"").await;
+    put("b/x.bin", b"\x00\x01\x02").await;
+
+    assert_eq!(&objects.get_bytes("a/1").await.unwrap()[..], b"one");
+    assert_eq!(&objects.get_bytes("ab/1").await.unwrap()[..], b"");
+    assert_eq!(objects.head("a/10").await.unwrap(), Some(4));
+    assert_eq!(objects.head("ab/1").await.unwrap(), Some(0));
+    assert_eq!(objects.head("a/3").await.unwrap(), None);
+    // A directory of the local store is not an object.
+    assert_eq!(objects.head("a").await.unwrap(), None);
+
+    // Writing a key again replaces the object.
+    put("a/1", b"uno, replaced").await;
+    assert_eq!(
+        &objects.get_bytes("a/1").await.unwrap()[..],
+        b"uno, replaced"
+    );
+
+    let listed = |prefix: &'static str| {
+        let objects = objects.clone();
+        async move {
+            objects
+                .list(prefix)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|o| (o.key, o.size))
+                .collect::<Vec<_>>()
+        }
+    };
+    let own = |v: &[(&str, u64)]| {
+        v.iter()
+            .map(|(k, s)| (k.to_string(), *s))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        listed("a/").await,
+        own(&[("a/1", 13), ("a/10", 4), ("a/2", 3)])
+    );
+    // Prefixes are plain string prefixes, not path segments.
+    assert_eq!(
+        listed("a").await,
+        own(&[("a/1", 13), ("a/10", 4), ("a/2", 3), ("ab/1", 0)])
+    );
+    assert_eq!(listed("").await.len(), 5);
+    assert!(listed("zzz/").await.is_empty());
+
+    objects.delete("a/2").await.unwrap();
+    assert_eq!(objects.head("a/2").await.unwrap(), None);
+    objects.delete("a/2").await.unwrap();
+    objects.delete("never/there").await.unwrap();
+    match objects.get_bytes("a/2").await {
+        Err(StoreError::ObjectNotFound(key)) => assert_eq!(key, "a/2"),
+        other => panic!("get of a deleted object: expected ObjectNotFound, got {other:?}"),
+    }
+    assert!(matches!(
+        objects.get_stream("never/there").await.map(|_| ()),
+        Err(StoreError::ObjectNotFound(_))
+    ));
+
+    assert_eq!(objects.delete_prefix("a/").await.unwrap(), 2);
+    assert_eq!(listed("").await, own(&[("ab/1", 0), ("b/x.bin", 3)]));
+    assert_eq!(objects.delete_prefix("a/").await.unwrap(), 0);
+    assert_eq!(objects.delete_prefix("").await.unwrap(), 2);
+    assert!(listed("").await.is_empty());
+    objects.check().await.unwrap();
+    assert!(!objects.describe().is_empty());
+}
+
+async fn invalid_keys_are_rejected(b: &Backends) {
+    let Stores { objects, .. } = open(b).await;
+    let bad = |e: Result<(), StoreError>| matches!(e, Err(StoreError::InvalidKey { .. }));
+    for key in [
+        "",
+        "../etc/passwd",
+        "a/../../b",
+        "/abs",
+        "a//b",
+        "a/",
+        "a b",
+        "a\\b",
+        "ü",
+        "a/./b",
+    ] {
+        assert!(
+            bad(objects
+                .put_bytes(key, Bytes::from_static(b"x"))
+                .await
+                .map(|_| ())),
+            "put {key:?}"
+        );
+        assert!(bad(objects.get_bytes(key).await.map(|_| ())), "get {key:?}");
+        assert!(bad(objects.head(key).await.map(|_| ())), "head {key:?}");
+        assert!(bad(objects.delete(key).await), "delete {key:?}");
+    }
+    let long = "k".repeat(901);
+    assert!(bad(objects.head(&long).await.map(|_| ())));
+    assert!(
+        objects.list("").await.unwrap().is_empty(),
+        "nothing was written"
+    );
+}
+
+async fn streamed_upload_over_10_mb(b: &Backends) {
+    let Stores { objects, .. } = open(b).await;
+    let total = 21 * MIB;
+    let (body, expected) = generated_stream(total, MIB, 42);
+    let key = "t/x/models/big/source.onnx";
+    assert_eq!(objects.put_stream(key, body).await.unwrap(), total as u64);
+    assert_eq!(objects.head(key).await.unwrap(), Some(total as u64));
+    let listed = objects.list("t/x/").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].size, total as u64);
+
+    let (size, digest, largest) = stream_digest(objects.as_ref(), key).await;
+    assert_eq!(size, total as u64);
+    assert_eq!(digest, expected, "read-back differs from what was written");
+    assert!(largest < total, "the object came back as one buffer");
+
+    // Replacing it with a small object works too (multipart -> single put).
+    objects
+        .put_bytes(key, Bytes::from_static(b"small"))
+        .await
+        .unwrap();
+    assert_eq!(objects.head(key).await.unwrap(), Some(5));
+    objects.delete(key).await.unwrap();
+    assert_eq!(objects.head(key).await.unwrap(), None);
+}
+
+async fn failed_upload_leaves_nothing(b: &Backends) {
+    use futures::StreamExt;
+    let Stores { objects, .. } = open(b).await;
+    // 10 MiB arrive, then the body fails: past the first S3 part, so a multipart upload
+    // has begun and must be aborted; locally the temporary file must go.
+    let (good, _) = generated_stream(10 * MIB, MIB, 7);
+    let failing = good.chain(futures::stream::once(async {
+        Err(std::io::Error::other("client went away"))
+    }));
+    let key = "t/x/models/broken/source.onnx";
+    match objects.put_stream(key, Box::pin(failing)).await {
+        Err(StoreError::Io { key: k, .. }) => assert_eq!(k, key),
+        other => panic!("a failing body: expected an Io error, got {other:?}"),
+    }
+    assert_eq!(objects.head(key).await.unwrap(), None);
+    assert!(objects.list("").await.unwrap().is_empty());
+    if b.is_embedded() {
+        // No temporary file left behind in the directory either.
+        let leftovers: Vec<_> = walk(std::path::Path::new(&b.object_store));
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
