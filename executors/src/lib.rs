@@ -1,6 +1,7 @@
 //! Execution of ONNX models: validation sets (NPZ), ONNX Runtime engines, accuracy and profiling.
 
 pub mod accuracy;
+pub mod batcher;
 pub mod engine;
 pub mod npz;
 pub mod profiler;

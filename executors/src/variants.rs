@@ -61,11 +61,10 @@ pub fn plan(inv: &Inventory, max_batch: Option<usize>) -> VariantPlan {
 /// Whether a file kind runs on a hardware kind: INT8 (DynamicQuantizeMatMul) has CPU
 /// kernels only; FP16 is for GPUs.
 pub fn runs_on(kind: FileKind, hw: HardwareKind) -> bool {
-    match (kind, hw) {
-        (FileKind::Int8, HardwareKind::Gpu) => false,
-        (FileKind::Fp16, HardwareKind::Cpu) => false,
-        _ => true,
-    }
+    !matches!(
+        (kind, hw),
+        (FileKind::Int8, HardwareKind::Gpu) | (FileKind::Fp16, HardwareKind::Cpu)
+    )
 }
 
 /// Why a derived file could not be built.

@@ -1,1 +1,16 @@
 //! Policies as pure functions over snapshots (variant selection, autoscaling, planning).
+//!
+//! - [`state`]: the per-instance state machine (Inactive, Active, Overloaded, Interfered).
+//! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
+//! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
+
+pub mod select;
+pub mod snapshot;
+pub mod state;
+
+pub use select::{select, Closest, Decision, Query, Target};
+pub use snapshot::{
+    variant_cost_per_query, InstanceEntry, Prices, Snapshot, SnapshotBuilder, SnapshotError,
+    VariantEntry, WorkerEntry,
+};
+pub use state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};

@@ -101,6 +101,11 @@ async fn process(state: &AppState, model_id: &str, shutdown: &CancellationToken)
             tracing::info!(model = %model.name, "registration paused for shutdown; it resumes at the next start");
         }
         Err(PipelineError::Deleted) => remove_model_objects(state, &model.id).await,
+        // Deleted while a step ran: a file the step stored after the delete had removed the
+        // model's objects must go too (the step then failed on the missing row).
+        Err(_) if model_gone(state, &model.id).await => {
+            remove_model_objects(state, &model.id).await
+        }
         Err(e) => {
             tracing::warn!(model = %model.name, error = %e, "registration failed");
             let _ = state
@@ -115,6 +120,13 @@ async fn process(state: &AppState, model_id: &str, shutdown: &CancellationToken)
                 .await;
         }
     }
+}
+
+async fn model_gone(state: &AppState, model_id: &str) -> bool {
+    matches!(
+        state.db.get_model_by_id(model_id).await,
+        Err(StoreError::NotFound(_))
+    )
 }
 
 struct Progress<'a> {

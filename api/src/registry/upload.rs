@@ -94,6 +94,22 @@ pub async fn read_form(
     dir: &Path,
     limit: u64,
 ) -> Result<RegistrationForm, ApiError> {
+    let form = read_fields(&mut multipart, dir, limit).await;
+    if form.is_err() {
+        // Read what the client is still sending (the route's body limit bounds it): answering
+        // before the body is read makes clients see a broken pipe instead of the error.
+        while let Ok(Some(mut field)) = multipart.next_field().await {
+            while let Ok(Some(_)) = field.chunk().await {}
+        }
+    }
+    form
+}
+
+async fn read_fields(
+    multipart: &mut Multipart,
+    dir: &Path,
+    limit: u64,
+) -> Result<RegistrationForm, ApiError> {
     let mut form = RegistrationForm::default();
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_string();

@@ -1,5 +1,6 @@
 //! Registering, listing, showing and deleting models; applications.
 
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
 use infaas_core::{Model, Variant};
@@ -161,8 +162,15 @@ pub struct RegisterForm {
 pub async fn register(
     State(state): State<AppState>,
     p: Principal,
-    multipart: Multipart,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<(StatusCode, Json<ModelView>)> {
+    let multipart = multipart.map_err(|r| ApiError::Status {
+        status: r.status(),
+        message: format!(
+            "the body must be multipart/form-data with fields name, app, model and validation: {}",
+            r.body_text()
+        ),
+    })?;
     let tmp_root = state.config.tmp_dir();
     tokio::fs::create_dir_all(&tmp_root)
         .await

@@ -34,7 +34,11 @@ pub const ZOO: [(&str, &str, &str); 7] = [
     ("digits-mlp-m", "digits-mlp-m.onnx", "digits-val.npz"),
     ("digits-mlp-l", "digits-mlp-l.onnx", "digits-val.npz"),
     ("digits-forest", "digits-forest.onnx", "digits-val.npz"),
-    ("digits-mlp-scores", "digits-mlp-scores.onnx", "digits-val.npz"),
+    (
+        "digits-mlp-scores",
+        "digits-mlp-scores.onnx",
+        "digits-val.npz",
+    ),
     (
         "digits-two-input",
         "digits-two-input.onnx",

@@ -5,6 +5,7 @@ mod models;
 mod objects;
 mod settings;
 mod tenants;
+mod usage;
 
 use std::str::FromStr;
 
@@ -13,8 +14,9 @@ use sqlx::AnyPool;
 
 use crate::StoreError;
 
-pub use models::{NewModel, NewVariant};
+pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
+pub use usage::UsageRow;
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");

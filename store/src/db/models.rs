@@ -384,6 +384,20 @@ impl Db {
     ) -> Result<usize, StoreError> {
         let now = now_ms();
         let mut tx = self.pool().begin().await?;
+        // Write first: an SQLite transaction that has read cannot wait for the write lock
+        // (it fails at once with "database is locked" while another connection writes).
+        sqlx::query(
+            "UPDATE variants SET status = 'profiled', load_ms = $1, memory_bytes = $2, updated_at = $3 \
+             WHERE file_id = $4 AND hardware = $5 AND threads = $6",
+        )
+        .bind(load_ms)
+        .bind(memory_bytes)
+        .bind(now)
+        .bind(file_id)
+        .bind(hardware.as_str())
+        .bind(threads as i64)
+        .execute(&mut *tx)
+        .await?;
         let rows = sqlx::query(
             "SELECT id, max_batch FROM variants WHERE file_id = $1 AND hardware = $2 AND threads = $3",
         )
@@ -413,15 +427,6 @@ impl Db {
                 .execute(&mut *tx)
                 .await?;
             }
-            sqlx::query(
-                "UPDATE variants SET status = 'profiled', load_ms = $1, memory_bytes = $2, updated_at = $3 WHERE id = $4",
-            )
-            .bind(load_ms)
-            .bind(memory_bytes)
-            .bind(now)
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
         }
         tx.commit().await?;
         Ok(rows.len())
@@ -485,5 +490,63 @@ impl Db {
                 })
             })
             .collect()
+    }
+}
+
+/// A profiled variant of a ready model, with what serving needs to find and load it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogEntry {
+    pub tenant_id: String,
+    pub app: String,
+    pub model: String,
+    pub model_id: String,
+    pub object_key: String,
+    pub declared_output: Option<String>,
+    /// The model's input/output signature (JSON, as stored at registration).
+    pub signature: Option<serde_json::Value>,
+    pub variant: Variant,
+}
+
+impl Db {
+    /// Every profiled variant of every ready model (all tenants), for the serving index.
+    pub async fn serving_catalog(&self) -> Result<Vec<CatalogEntry>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT m.id AS model_id, m.tenant_id, a.name AS app_name, m.name AS model_name, m.declared, \
+             m.signature FROM models m JOIN applications a ON a.id = m.app_id WHERE m.status = 'ready'",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let model_id: String = r.try_get("model_id")?;
+            let declared: String = r.try_get("declared")?;
+            let declared: DeclaredMetadata =
+                serde_json::from_str(&declared).map_err(|e| corrupt("models.declared", e))?;
+            let signature: Option<String> = r.try_get("signature")?;
+            let signature: Option<serde_json::Value> = signature
+                .map(|s| serde_json::from_str(&s))
+                .transpose()
+                .map_err(|e| corrupt("models.signature", e))?;
+            let files = self.list_model_files(&model_id).await?;
+            for v in self.list_variants(&model_id).await? {
+                if v.status != "profiled" {
+                    continue;
+                }
+                let Some(file) = files.iter().find(|f| f.id == v.file_id) else {
+                    continue;
+                };
+                out.push(CatalogEntry {
+                    tenant_id: r.try_get("tenant_id")?,
+                    app: r.try_get("app_name")?,
+                    model: r.try_get("model_name")?,
+                    model_id: model_id.clone(),
+                    object_key: file.object_key.clone(),
+                    declared_output: declared.output.clone(),
+                    signature: signature.clone(),
+                    variant: v,
+                });
+            }
+        }
+        Ok(out)
     }
 }

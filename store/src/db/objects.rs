@@ -35,24 +35,15 @@ impl Db {
 
     /// Bytes the tenant keeps in the object store.
     pub async fn stored_bytes(&self, tenant_id: &str) -> Result<i64, StoreError> {
-        let row =
-            sqlx::query("SELECT COALESCE(SUM(size_bytes), 0) FROM objects WHERE tenant_id = $1")
-                .bind(tenant_id)
-                .fetch_one(self.pool())
-                .await?;
-        // Postgres sums BIGINT into NUMERIC; SQLite into INTEGER.
-        match row.try_get::<i64, _>(0) {
-            Ok(v) => Ok(v),
-            Err(_) => {
-                let row = sqlx::query(
-                    "SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM objects WHERE tenant_id = $1",
-                )
-                .bind(tenant_id)
-                .fetch_one(self.pool())
-                .await?;
-                Ok(row.try_get::<i64, _>(0)?)
-            }
-        }
+        // Postgres sums BIGINT into NUMERIC, which the Any driver cannot decode (the row
+        // fails as a whole), so the sum is cast back to BIGINT on both databases.
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(size_bytes), 0) AS BIGINT) FROM objects WHERE tenant_id = $1",
+        )
+        .bind(tenant_id)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(row.try_get::<i64, _>(0)?)
     }
 
     pub async fn objects_of(

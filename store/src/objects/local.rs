@@ -149,6 +149,15 @@ impl ObjectStore for LocalDirStore {
         let meta = tokio::fs::metadata(&self.root)
             .await
             .map_err(io("<root>"))?;
+        if !meta.is_dir() {
+            return Err(StoreError::Io {
+                key: self.root.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotADirectory,
+                    "the object directory is not a directory",
+                ),
+            });
+        }
         if meta.permissions().readonly() {
             return Err(StoreError::Io {
                 key: self.root.display().to_string(),

@@ -176,14 +176,16 @@ impl Drop for Backends {
 }
 
 /// For each `async fn case(&Backends)` listed, declares the tests `sqlite_local::case` and
-/// `postgres_s3::case`, so one suite is written once and runs on both pairs.
+/// `postgres_s3::case`, so one suite is written once and runs on both pairs. The invoking
+/// module must have `Backends` in scope.
+#[allow(unused_macros)]
 macro_rules! on_both_pairs {
     ($($case:ident),+ $(,)?) => {
         mod sqlite_local {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    let b = crate::common::backends::Backends::embedded();
+                    let b = super::Backends::embedded();
                     super::$case(&b).await;
                 }
             )+
@@ -192,7 +194,7 @@ macro_rules! on_both_pairs {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    let Some(b) = crate::common::backends::Backends::services().await else {
+                    let Some(b) = super::Backends::services().await else {
                         return;
                     };
                     super::$case(&b).await;
@@ -201,4 +203,5 @@ macro_rules! on_both_pairs {
         }
     };
 }
+#[allow(unused_imports)]
 pub(crate) use on_both_pairs;

@@ -1,0 +1,280 @@
+//! A variant instance: one [`Engine`] behind a dynamic batcher (after Triton's).
+//!
+//! [`Instance`] is a cheap handle; one task (the actor, `batcher/actor.rs`) owns the queue
+//! and talks to the engine. A call checks its request on the caller's side (a bad request is
+//! answered at once and never poisons a batch), reserves its rows against the queue's
+//! capacity (a semaphore: overload is [`InstanceError::QueueFull`] at once, which the API
+//! maps to 429), and sends the request with a oneshot reply and the caller's tracing span.
+//!
+//! Dispatch:
+//! - when the session is idle, whatever is queued (up to `max_batch` rows) runs at once;
+//!   nothing waits for company while the session is idle;
+//! - while a batch runs, requests accumulate. The next batch is handed to the engine behind
+//!   the running one as soon as it is complete (`max_batch` rows, or the next request cannot
+//!   join it), or once its oldest request has waited `max_queue_delay`; otherwise it is
+//!   formed the moment the running batch finishes. Handing the next batch over early keeps
+//!   the session busy back to back under load instead of idling for a round trip through
+//!   this task between batches; at most one batch waits inside the engine (behind a request
+//!   that runs in chunks, only its own next chunk). Answers are sent in dispatch order.
+//! - memory: at most `queue_capacity` rows wait, plus the batches handed to the engine.
+//! - FIFO: a batch is the longest run of queued requests from the front that are compatible
+//!   (same non-batch dimensions; names and element types are fixed by the signature) and fit
+//!   in `max_batch` rows. It stops at the first request that cannot join, so no request ever
+//!   overtakes an earlier one.
+//! - rows are concatenated along dimension 0 and run once; every output whose first
+//!   dimension equals the batch's rows is split back per request, any other output is copied
+//!   to each request.
+//! - a request with more than `max_batch` rows runs alone, in chunks of `max_batch` rows,
+//!   and gets its outputs concatenated back. Only a request larger than the whole queue
+//!   (`queue_capacity` rows) is refused, with [`InstanceError::TooManyRows`]: it could never
+//!   be admitted, so "retry later" would be wrong.
+//! - requests whose caller has gone (its future was dropped) are removed from the queue
+//!   unrun.
+//! - if a batch of several requests fails, each request is run again alone, so a failure
+//!   reaches only the request that causes it, and every caller gets its own error.
+//! - models whose inputs have a fixed first dimension (or none) are not batched: each
+//!   request runs alone, as given.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use infaas_core::Tensor;
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore, TryAcquireError};
+
+use crate::engine::{Engine, EngineError, Signature};
+
+mod actor;
+mod figures;
+mod queue;
+mod rows;
+
+pub use figures::InstanceFigures;
+
+use figures::Board;
+use rows::{Batching, RowShape};
+
+/// How an instance batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatcherConfig {
+    /// Rows per session run (values below 1 count as 1).
+    pub max_batch: usize,
+    /// How long a partial batch may wait for more rows while the session is busy before it
+    /// is handed to the engine behind the running batch. Never waited when the session is
+    /// idle.
+    pub max_queue_delay: Duration,
+    /// Rows waiting at most; a request that does not fit gets [`InstanceError::QueueFull`]
+    /// (values below 1 count as 1).
+    pub queue_capacity: usize,
+}
+
+impl Default for BatcherConfig {
+    fn default() -> Self {
+        BatcherConfig {
+            max_batch: 32,
+            max_queue_delay: Duration::from_millis(1),
+            queue_capacity: 1024,
+        }
+    }
+}
+
+/// Why a request got no outputs.
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    #[error("the queue is full ({capacity} rows waiting); retry later")]
+    QueueFull { capacity: usize },
+    #[error("bad request: {0}")]
+    BadInput(#[source] EngineError),
+    #[error("inference failed: {0}")]
+    Engine(#[source] EngineError),
+    #[error("the instance is stopped")]
+    Stopped,
+    #[error("the request has {rows} rows; this instance queues at most {max}")]
+    TooManyRows { rows: usize, max: usize },
+}
+
+type Answer = Result<Vec<Tensor>, InstanceError>;
+
+/// A queued request: its rows, whom to answer and the capacity it holds until dispatch.
+struct Entry {
+    inputs: Vec<Tensor>,
+    rows: usize,
+    shape: RowShape,
+    arrived: Instant,
+    reply: oneshot::Sender<Answer>,
+    span: tracing::Span,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl queue::Queued for Entry {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn shape(&self) -> &RowShape {
+        &self.shape
+    }
+
+    fn arrived(&self) -> Instant {
+        self.arrived
+    }
+
+    fn is_cancelled(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+enum Command {
+    Push(Entry),
+    Shutdown,
+}
+
+struct Shared {
+    tx: mpsc::UnboundedSender<Command>,
+    signature: Signature,
+    batching: Batching,
+    config: BatcherConfig,
+    /// One permit per row that may wait; closed by [`Instance::shutdown`].
+    capacity: Arc<Semaphore>,
+    board: Arc<Board>,
+    stopped: watch::Receiver<bool>,
+}
+
+/// A running instance: a cheap, cloneable handle to its batcher task.
+#[derive(Clone)]
+pub struct Instance {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Instance")
+            .field("config", &self.shared.config)
+            .field("batching", &self.shared.batching)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Instance {
+    /// Starts the batcher task for `engine` on the current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (like `tokio::spawn`).
+    pub fn start(engine: Engine, cfg: BatcherConfig) -> Instance {
+        let config = BatcherConfig {
+            max_batch: cfg.max_batch.max(1),
+            queue_capacity: cfg
+                .queue_capacity
+                .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize)),
+            ..cfg
+        };
+        let signature = engine.signature().clone();
+        let batching = Batching::of(&signature);
+        let capacity = Arc::new(Semaphore::new(config.queue_capacity));
+        let board = Arc::new(Board::new());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stopped_tx, stopped) = watch::channel(false);
+        let policy = queue::Policy {
+            max_rows: config.max_batch,
+            combine: batching == Batching::Rows,
+        };
+        let actor = actor::Actor::new(
+            engine,
+            policy,
+            config.max_queue_delay,
+            capacity.clone(),
+            board.clone(),
+        );
+        tokio::spawn(actor.run(rx, stopped_tx));
+        Instance {
+            shared: Arc::new(Shared {
+                tx,
+                signature,
+                batching,
+                config,
+                capacity,
+                board,
+                stopped,
+            }),
+        }
+    }
+
+    /// Runs one request (`n >= 1` rows along the first dimension of every input) and returns
+    /// its outputs, batched with other requests when the session is busy.
+    /// Dropping the future before it resolves withdraws the request if it has not run yet.
+    pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, InstanceError> {
+        let arrived = Instant::now();
+        let answer = self.enqueue(inputs, arrived).await;
+        if answer.is_err() {
+            self.shared.board.error();
+        }
+        answer
+    }
+
+    async fn enqueue(&self, inputs: Vec<Tensor>, arrived: Instant) -> Answer {
+        let shared = &*self.shared;
+        let request = rows::parse_request(&shared.signature, shared.batching, inputs)
+            .map_err(InstanceError::BadInput)?;
+        let capacity = shared.config.queue_capacity;
+        if request.rows > capacity {
+            return Err(InstanceError::TooManyRows {
+                rows: request.rows,
+                max: capacity,
+            });
+        }
+        // `rows <= capacity <= u32::MAX` (clamped in `start`).
+        let permit = shared
+            .capacity
+            .clone()
+            .try_acquire_many_owned(request.rows as u32)
+            .map_err(|e| match e {
+                TryAcquireError::NoPermits => InstanceError::QueueFull { capacity },
+                TryAcquireError::Closed => InstanceError::Stopped,
+            })?;
+        let (reply, answer) = oneshot::channel();
+        let entry = Entry {
+            inputs: request.inputs,
+            rows: request.rows,
+            shape: request.shape,
+            arrived,
+            reply,
+            span: tracing::Span::current(),
+            _permit: permit,
+        };
+        shared
+            .tx
+            .send(Command::Push(entry))
+            .map_err(|_| InstanceError::Stopped)?;
+        answer.await.map_err(|_| InstanceError::Stopped)?
+    }
+
+    /// The current figures (atomics plus a copy of the windows under a short lock).
+    pub fn figures(&self) -> InstanceFigures {
+        self.shared.board.snapshot()
+    }
+
+    /// Stops accepting requests (later calls get [`InstanceError::Stopped`]); requests
+    /// already queued are run and answered, then the task ends and releases the engine.
+    pub fn shutdown(&self) {
+        self.shared.capacity.close();
+        // The task may already have ended; then there is nothing left to stop.
+        let _ = self.shared.tx.send(Command::Shutdown);
+    }
+
+    /// Resolves once the batcher task has ended (after [`Instance::shutdown`], or when every
+    /// handle is dropped), i.e. every accepted request has been answered.
+    pub async fn stopped(&self) {
+        let mut stopped = self.shared.stopped.clone();
+        // An error means the task is gone, which is what we wait for.
+        let _ = stopped.wait_for(|s| *s).await;
+    }
+
+    pub fn signature(&self) -> &Signature {
+        &self.shared.signature
+    }
+
+    /// The configuration in effect (after clamping).
+    pub fn config(&self) -> &BatcherConfig {
+        &self.shared.config
+    }
+}

@@ -1,0 +1,511 @@
+//! The dynamic batcher (`Instance`) against real zoo models.
+//!
+//! Needs the ONNX Runtime library (`ORT_DYLIB_PATH` or the location `scripts/setup.sh`
+//! fills): without it these tests print a skip notice, or fail when `CI=true`.
+//! Where a test needs the session busy it gives it one long request (run in chunks of
+//! `max_batch` rows) and watches the instance's figures, rather than relying on timing.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use futures::future::join_all;
+use infaas_core::{Tensor, TensorData};
+use infaas_executors::batcher::{BatcherConfig, Instance, InstanceError, InstanceFigures};
+use infaas_executors::engine::{Engine, EngineError, SessionConfig};
+use infaas_onnx::proto::{
+    self, tensor_proto::DataType, type_proto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
+};
+use infaas_onnx::OnnxModel;
+use tokio::task::JoinHandle;
+
+type Answer = Result<Vec<Tensor>, InstanceError>;
+
+/// A partial batch is never handed over early, only when the session is idle.
+const NEVER: Duration = Duration::MAX;
+
+fn config(max_batch: usize) -> BatcherConfig {
+    BatcherConfig {
+        max_batch,
+        ..BatcherConfig::default()
+    }
+}
+
+/// The digits validation images (540 x 64), as the zoo models' input `input`.
+fn digits() -> Tensor {
+    let x = npz(&zoo().join("digits-val.npz"))
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    Tensor {
+        name: "input".into(),
+        ..x
+    }
+}
+
+/// Rows `start..start + n` of `x` (wrapping around), as one request.
+fn rows(x: &Tensor, start: usize, n: usize) -> Vec<Tensor> {
+    let TensorData::Fp32(all) = &x.data else {
+        panic!("digits are FP32");
+    };
+    let (width, total) = (x.row_len(), x.batch_len());
+    let data = (start..start + n)
+        .flat_map(|r| &all[(r % total) * width..(r % total + 1) * width])
+        .copied()
+        .collect();
+    vec![Tensor::new("input", vec![n, width], TensorData::Fp32(data)).unwrap()]
+}
+
+/// Labels equal, probabilities (and any other float output) within 1e-5.
+fn assert_same_outputs(got: &[Tensor], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: output count");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!((&g.name, &g.shape), (&w.name, &w.shape), "{what}");
+        match (&g.data, &w.data) {
+            (TensorData::Fp32(a), TensorData::Fp32(b)) => {
+                for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                    assert!((x - y).abs() <= 1e-5, "{what}: {} [{i}] {x} vs {y}", g.name);
+                }
+            }
+            (a, b) => assert_eq!(a, b, "{what}: {}", g.name),
+        }
+    }
+}
+
+fn label(outputs: &[Tensor]) -> &[i64] {
+    match &outputs.iter().find(|t| t.name == "label").unwrap().data {
+        TensorData::Int64(v) => v,
+        other => panic!("label is {other:?}"),
+    }
+}
+
+/// Polls the figures until `ready` holds (the actor publishes after every step).
+async fn wait_for(instance: &Instance, ready: impl Fn(&InstanceFigures) -> bool) {
+    for _ in 0..10_000 {
+        if ready(&instance.figures()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("figures never got there: {:?}", instance.figures());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_results_equal_solo_results() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    for model in ["digits-logreg", "digits-mlp-l", "digits-forest"] {
+        let engine = load(&zoo().join(format!("{model}.onnx")));
+        // Sizes chosen to mix: several requests per batch, one oversized (chunked) request.
+        let sizes = [1, 3, 2, 1, 5, 8, 1, 2, 19, 1, 4, 1, 1, 7];
+        let mut starts = Vec::new();
+        let mut solo = Vec::new();
+        let mut at = 0;
+        for &n in &sizes {
+            starts.push(at);
+            solo.push(engine.run(rows(&x, at, n)).await.unwrap());
+            at += n;
+        }
+        let instance = Instance::start(engine, config(8));
+        let calls = sizes.iter().zip(&starts).map(|(&n, &start)| {
+            let instance = instance.clone();
+            let request = rows(&x, start, n);
+            tokio::spawn(async move { instance.infer(request).await })
+        });
+        let batched = join_all(calls).await;
+        for (i, (got, want)) in batched.into_iter().zip(&solo).enumerate() {
+            let got = got.unwrap().unwrap();
+            assert_same_outputs(&got, want, &format!("{model} request {i}"));
+        }
+        let f = instance.figures();
+        assert_eq!(f.requests_total, sizes.len() as u64);
+        assert_eq!(f.rows_total, sizes.iter().sum::<usize>() as u64);
+        assert!(
+            f.batch_histogram.iter().all(|&(rows, _)| rows <= 8),
+            "{f:?}"
+        );
+        assert_eq!(f.errors_total, 0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_callers_are_batched_and_get_their_own_rows() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let engine = load(&zoo().join("digits-mlp-l.onnx"));
+    let mut solo = Vec::new();
+    for row in 0..200 {
+        solo.push(label(&engine.run(rows(&x, row, 1)).await.unwrap())[0]);
+    }
+    let instance = Instance::start(engine, config(16));
+
+    // 50 tasks x 4 one-row requests; request (task, k) carries validation row task * 4 + k.
+    let tasks = (0..50).map(|task| {
+        let instance = instance.clone();
+        let x = x.clone();
+        tokio::spawn(async move {
+            let mut labels = Vec::new();
+            for k in 0..4 {
+                let row = task * 4 + k;
+                let out = instance.infer(rows(&x, row, 1)).await.unwrap();
+                labels.push((row, label(&out)[0]));
+            }
+            labels
+        })
+    });
+    for labels in join_all(tasks).await {
+        for (row, got) in labels.unwrap() {
+            assert_eq!(got, solo[row], "row {row}");
+        }
+    }
+    let f = instance.figures();
+    assert_eq!((f.requests_total, f.rows_total), (200, 200), "{f:?}");
+    assert!(
+        f.batch_histogram.iter().any(|&(rows, _)| rows > 1),
+        "no batch larger than one row: {f:?}"
+    );
+    assert!(
+        f.batch_histogram.iter().all(|&(rows, _)| rows <= 16),
+        "{f:?}"
+    );
+    let runs: u64 = f.batch_histogram.iter().map(|&(_, n)| n).sum();
+    assert!(runs < 200, "{f:?}");
+    assert!(f.qps > 0.0 && f.latency_p50_ms > 0.0 && f.exec_p50_ms > 0.0);
+    assert!(f.latency_p99_ms >= f.latency_p50_ms && f.exec_p99_ms >= f.exec_p50_ms);
+    // The task publishes its gauges just after sending the last answers.
+    wait_for(&instance, |f| {
+        (f.queue_rows, f.queue_requests, f.in_flight) == (0, 0, false)
+    })
+    .await;
+}
+
+/// On a single-threaded runtime the callers below enqueue in spawn order; they must be
+/// answered in that order too, whatever batches they land in.
+#[tokio::test(flavor = "current_thread")]
+async fn requests_are_answered_in_fifo_order() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let instance = Instance::start(load(&zoo().join("digits-mlp-l.onnx")), config(4));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let calls: Vec<_> = (0..40)
+        .map(|i| {
+            let instance = instance.clone();
+            let order = order.clone();
+            let request = rows(&x, i, 1 + i % 3);
+            tokio::spawn(async move {
+                instance.infer(request).await.unwrap();
+                order.lock().unwrap().push(i);
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap();
+    }
+    let order = order.lock().unwrap().clone();
+    assert_eq!(order, (0..40).collect::<Vec<_>>());
+    let f = instance.figures();
+    assert!(f.batch_histogram.iter().any(|&(rows, _)| rows > 1), "{f:?}");
+}
+
+/// `join_all` polls every call once before the batcher task runs (one thread), so all of
+/// them try to reserve queue space at the same moment.
+#[tokio::test(flavor = "current_thread")]
+async fn a_full_queue_refuses_at_once() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let cfg = BatcherConfig {
+        max_batch: 4,
+        max_queue_delay: Duration::from_millis(1),
+        queue_capacity: 4,
+    };
+    let instance = Instance::start(load(&zoo().join("digits-mlp-l.onnx")), cfg);
+    let answers = join_all((0..10).map(|i| instance.infer(rows(&x, i, 1)))).await;
+    let ok = answers.iter().filter(|a| a.is_ok()).count();
+    let full = answers
+        .iter()
+        .filter(|a| matches!(a, Err(InstanceError::QueueFull { capacity: 4 })))
+        .count();
+    assert_eq!((ok, full), (4, 6), "{answers:?}");
+    assert_eq!(instance.figures().errors_total, 6);
+
+    // Larger than the whole queue: never admissible, so not "retry later".
+    let err = instance.infer(rows(&x, 0, 5)).await.unwrap_err();
+    assert!(
+        matches!(err, InstanceError::TooManyRows { rows: 5, max: 4 }),
+        "{err:?}"
+    );
+    // The space is back once the queue drained.
+    instance.infer(rows(&x, 0, 4)).await.unwrap();
+}
+
+/// Rows of the request that keeps a [`busy`] instance busy (2,000 runs of 16 rows).
+const BIG_ROWS: usize = 16 * 2000;
+
+/// An instance of `engine` (max_batch 16; partial batches wait for an idle session) once it
+/// runs one request of [`BIG_ROWS`] rows, and that request's task.
+async fn busy(engine: Engine, x: &Tensor) -> (Instance, JoinHandle<Answer>) {
+    let cfg = BatcherConfig {
+        max_batch: 16,
+        max_queue_delay: NEVER,
+        queue_capacity: 100_000,
+    };
+    let instance = Instance::start(engine, cfg);
+    let big = {
+        let instance = instance.clone();
+        let request = rows(x, 0, BIG_ROWS);
+        tokio::spawn(async move { instance.infer(request).await })
+    };
+    wait_for(&instance, |f| f.in_flight && f.queue_requests == 0).await;
+    (instance, big)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_have_gone_are_never_run() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let (instance, big) = busy(load(&zoo().join("digits-mlp-l.onnx")), &x).await;
+
+    let victim = {
+        let instance = instance.clone();
+        let request = rows(&x, 7, 1);
+        tokio::spawn(async move { instance.infer(request).await })
+    };
+    wait_for(&instance, |f| f.queue_requests == 1).await;
+    victim.abort();
+    assert!(victim.await.unwrap_err().is_cancelled());
+    // Still queued (the batcher has not looked since), but its caller has gone.
+    let busy = instance.figures();
+    assert!(busy.in_flight && busy.queue_requests == 1, "{busy:?}");
+
+    let follower = instance.infer(rows(&x, 8, 1)).await.unwrap();
+    assert_eq!(follower[0].shape, vec![1]);
+    let big = big.await.unwrap().unwrap();
+    assert_eq!(big[0].shape, vec![BIG_ROWS]);
+    let f = instance.figures();
+    assert_eq!(f.requests_total, 2, "{f:?}");
+    assert_eq!(f.rows_total, BIG_ROWS as u64 + 1, "{f:?}");
+    assert_eq!(f.cancelled_total, 1, "{f:?}");
+    assert_eq!(f.errors_total, 0, "{f:?}");
+}
+
+// ---------------------------------------------------------------------------
+// a model whose rows may differ in width: y[n] = sum of row n of x [N, F]
+
+fn dim(d: proto::tensor_shape_proto::dimension::Value) -> proto::tensor_shape_proto::Dimension {
+    proto::tensor_shape_proto::Dimension {
+        value: Some(d),
+        ..Default::default()
+    }
+}
+
+fn float_io(name: &str, dims: &[&str]) -> ValueInfoProto {
+    use proto::tensor_shape_proto::dimension::Value::DimParam;
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(DataType::Float as i32),
+                shape: Some(proto::TensorShapeProto {
+                    dim: dims.iter().map(|d| dim(DimParam(d.to_string()))).collect(),
+                }),
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn row_sum_model() -> Engine {
+    let model = OnnxModel::from_proto(ModelProto {
+        ir_version: Some(9),
+        opset_import: vec![OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(17),
+        }],
+        graph: Some(GraphProto {
+            name: Some("row_sum".into()),
+            node: vec![NodeProto {
+                op_type: Some("ReduceSum".into()),
+                input: vec!["x".into(), "axes".into()],
+                output: vec!["y".into()],
+                attribute: vec![proto::AttributeProto {
+                    name: Some("keepdims".into()),
+                    r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+                    i: Some(0),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            input: vec![float_io("x", &["N", "F"])],
+            output: vec![float_io("y", &["N"])],
+            initializer: vec![TensorProto {
+                name: Some("axes".into()),
+                dims: vec![1],
+                data_type: Some(DataType::Int64 as i32),
+                int64_data: vec![1],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .unwrap();
+    Engine::load(model.to_bytes(), &SessionConfig::default()).unwrap()
+}
+
+/// One row of `width` small integers (sums are exact).
+fn wide_row(width: usize, seed: usize) -> (Vec<Tensor>, f32) {
+    let data: Vec<f32> = (0..width).map(|i| ((i + seed) % 7) as f32).collect();
+    let sum = data.iter().sum();
+    let x = Tensor::new("x", vec![1, width], TensorData::Fp32(data)).unwrap();
+    (vec![x], sum)
+}
+
+/// Four 3-wide rows then four 5-wide rows, sent together: they form exactly two batches of
+/// four (the second waits for the first: `max_queue_delay` is long), never a mixed one.
+#[tokio::test(flavor = "current_thread")]
+async fn incompatible_requests_are_never_combined() {
+    if !runtime_ready() {
+        return;
+    }
+    let engine = row_sum_model();
+    assert_eq!(engine.signature().inputs[0].dims, vec![None, None]);
+    let cfg = BatcherConfig {
+        max_batch: 16,
+        max_queue_delay: NEVER,
+        queue_capacity: 64,
+    };
+    let instance = Instance::start(engine, cfg);
+    let requests: Vec<(Vec<Tensor>, f32)> = (0..8)
+        .map(|i| wide_row(if i < 4 { 3 } else { 5 }, i))
+        .collect();
+    let expected: Vec<f32> = requests.iter().map(|(_, s)| *s).collect();
+    let answers = join_all(requests.into_iter().map(|(r, _)| instance.infer(r))).await;
+    for (i, (answer, want)) in answers.into_iter().zip(expected).enumerate() {
+        let out = answer.unwrap();
+        assert_eq!(out[0].shape, vec![1], "request {i}");
+        let TensorData::Fp32(got) = &out[0].data else {
+            panic!("request {i}: {:?}", out[0]);
+        };
+        assert_eq!(got[0], want, "request {i}");
+    }
+    let f = instance.figures();
+    assert_eq!(f.batch_histogram, vec![(4, 2)], "{f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_queued_work_then_refuses() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let engine = load(&zoo().join("digits-mlp-l.onnx"));
+    let mut solo = Vec::new();
+    for row in 0..10 {
+        solo.push(label(&engine.run(rows(&x, row, 1)).await.unwrap())[0]);
+    }
+    let (instance, big) = busy(engine, &x).await;
+    let queued: Vec<_> = (0..10)
+        .map(|i| {
+            let instance = instance.clone();
+            let request = rows(&x, i, 1);
+            tokio::spawn(async move { instance.infer(request).await })
+        })
+        .collect();
+    wait_for(&instance, |f| f.queue_requests == 10).await;
+
+    instance.shutdown();
+    let late = instance.infer(rows(&x, 0, 1)).await.unwrap_err();
+    assert!(matches!(late, InstanceError::Stopped), "{late:?}");
+
+    assert_eq!(big.await.unwrap().unwrap()[0].shape, vec![BIG_ROWS]);
+    for (i, call) in queued.into_iter().enumerate() {
+        let out = call.await.unwrap().unwrap();
+        assert_eq!(label(&out)[0], solo[i], "queued request {i}");
+    }
+    tokio::time::timeout(Duration::from_secs(10), instance.stopped())
+        .await
+        .expect("the batcher task ends once its queue is empty");
+    let f = instance.figures();
+    assert_eq!(f.rows_total, BIG_ROWS as u64 + 10, "{f:?}");
+    assert_eq!(f.errors_total, 1, "{f:?}");
+    assert!(matches!(
+        instance.infer(rows(&x, 0, 1)).await,
+        Err(InstanceError::Stopped)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_before_queueing() {
+    if !runtime_ready() {
+        return;
+    }
+    let instance = Instance::start(load(&zoo().join("digits-two-input.onnx")), config(8));
+    let t = |name: &str, n: usize, w: usize| {
+        Tensor::new(name, vec![n, w], TensorData::Fp32(vec![0.5; n * w])).unwrap()
+    };
+    let reason = |err: InstanceError| match err {
+        InstanceError::BadInput(EngineError::BadInput { tensor, reason }) => {
+            format!("{tensor}: {reason}")
+        }
+        other => panic!("expected BadInput, got {other:?}"),
+    };
+    let err = instance
+        .infer(vec![t("left", 2, 32), t("right", 3, 32)])
+        .await
+        .unwrap_err();
+    assert!(reason(err).contains("has 3 rows but 'left' has 2"));
+    let err = instance
+        .infer(vec![t("left", 0, 32), t("right", 0, 32)])
+        .await
+        .unwrap_err();
+    assert!(reason(err).contains("0 rows"));
+    let err = instance
+        .infer(vec![t("left", 1, 31), t("right", 1, 32)])
+        .await
+        .unwrap_err();
+    assert!(reason(err).contains("dimension 1 is 31"));
+    // A good request in between is unaffected; inputs may come in any order.
+    let out = instance
+        .infer(vec![t("right", 2, 32), t("left", 2, 32)])
+        .await
+        .unwrap();
+    assert_eq!(out[0].shape, vec![2, 10]);
+    let f = instance.figures();
+    assert_eq!((f.errors_total, f.requests_total), (3, 1), "{f:?}");
+}
+
+/// A model with a fixed first dimension cannot be batched: each request runs as given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_batch_models_run_each_request_alone() {
+    if !runtime_ready() {
+        return;
+    }
+    let instance = Instance::start(load(&fixture("fixed-2x3.onnx")), config(8));
+    let calls = (0..20).map(|i| {
+        let instance = instance.clone();
+        let v = i as f32 - 10.0;
+        let x = Tensor::new("x", vec![2, 3], TensorData::Fp32(vec![v; 6])).unwrap();
+        tokio::spawn(async move { (v, instance.infer(vec![x]).await.unwrap()) })
+    });
+    for call in join_all(calls).await {
+        let (v, out) = call.unwrap();
+        assert_eq!(out[0].data, TensorData::Fp32(vec![v.max(0.0); 6]));
+    }
+    let f = instance.figures();
+    assert_eq!(f.batch_histogram, vec![(2, 20)], "{f:?}");
+}

@@ -1,0 +1,146 @@
+//! Inference response bodies: encoding (server) and decoding (clients, tests).
+
+use infaas_core::Tensor;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::body::{decode_tensors, split};
+use super::request::V2Request;
+use crate::binary;
+use crate::error::{ProtocolError, Role, TensorProblem};
+use crate::json_tensor::{json_header, tensor_to_json, JsonTensor};
+
+/// An encoded response body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedResponse {
+    pub body: Vec<u8>,
+    /// Set when any output is binary: the response must then carry
+    /// `Inference-Header-Content-Length: {header_length}` and
+    /// `Content-Type: application/octet-stream`.
+    pub header_length: Option<usize>,
+}
+
+impl EncodedResponse {
+    /// `application/octet-stream` when binary data follows the JSON, else
+    /// `application/json`.
+    pub fn content_type(&self) -> &'static str {
+        if self.header_length.is_some() {
+            "application/octet-stream"
+        } else {
+            "application/json"
+        }
+    }
+}
+
+/// A decoded v2 inference response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct V2Response {
+    pub model_name: String,
+    pub model_version: Option<String>,
+    pub id: Option<String>,
+    pub parameters: Map<String, Value>,
+    pub outputs: Vec<Tensor>,
+}
+
+// Field order is the order on the wire.
+#[derive(Serialize, Deserialize)]
+struct WireResponse {
+    model_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parameters: Option<Map<String, Value>>,
+    outputs: Vec<JsonTensor>,
+}
+
+/// Encodes the model's `outputs` as the request asked: every output (in model order)
+/// when the request lists none, else the listed ones in request order; binary per
+/// output's `binary_data`, else per the request's `binary_data_output`, else JSON.
+pub fn encode_v2_response(
+    model_name: &str,
+    model_version: Option<&str>,
+    id: Option<&str>,
+    outputs: &[Tensor],
+    req: &V2Request,
+    parameters: Map<String, Value>,
+) -> Result<EncodedResponse, ProtocolError> {
+    let selected = select(outputs, req)?;
+    let mut binary = Vec::new();
+    let mut any_binary = false;
+    let mut wire_outputs = Vec::with_capacity(selected.len());
+    for (t, as_binary) in selected {
+        if as_binary {
+            any_binary = true;
+            let start = binary.len();
+            binary::encode(&t.data, &mut binary)
+                .map_err(|p| ProtocolError::tensor(Role::Output, &t.name, p))?;
+            let mut j = json_header(t);
+            j.parameters
+                .insert("binary_data_size".into(), (binary.len() - start).into());
+            wire_outputs.push(j);
+        } else {
+            wire_outputs.push(tensor_to_json(t));
+        }
+    }
+    let wire = WireResponse {
+        model_name: model_name.to_owned(),
+        model_version: model_version.map(str::to_owned),
+        id: id.map(str::to_owned),
+        parameters: (!parameters.is_empty()).then_some(parameters),
+        outputs: wire_outputs,
+    };
+    let mut body = serde_json::to_vec(&wire)?;
+    let header_length = any_binary.then_some(body.len());
+    body.extend_from_slice(&binary);
+    Ok(EncodedResponse {
+        body,
+        header_length,
+    })
+}
+
+fn select<'a>(
+    outputs: &'a [Tensor],
+    req: &V2Request,
+) -> Result<Vec<(&'a Tensor, bool)>, ProtocolError> {
+    if req.outputs.is_empty() {
+        return Ok(outputs
+            .iter()
+            .map(|t| (t, req.binary_output_default))
+            .collect());
+    }
+    req.outputs
+        .iter()
+        .map(|r| {
+            let t = outputs.iter().find(|t| t.name == r.name).ok_or_else(|| {
+                ProtocolError::tensor(
+                    Role::Output,
+                    &r.name,
+                    TensorProblem::NotProduced {
+                        available: outputs.iter().map(|t| t.name.clone()).collect(),
+                    },
+                )
+            })?;
+            Ok((t, r.binary.unwrap_or(req.binary_output_default)))
+        })
+        .collect()
+}
+
+/// Decodes a response body (`header_length` from the response's
+/// `Inference-Header-Content-Length`). Never panics, whatever the bytes.
+pub fn decode_v2_response(
+    body: &[u8],
+    header_length: Option<usize>,
+) -> Result<V2Response, ProtocolError> {
+    let (header, binary) = split(body, header_length)?;
+    let wire: WireResponse = serde_json::from_slice(header)?;
+    let outputs = decode_tensors(Role::Output, &wire.outputs, binary, header_length.is_some())?;
+    Ok(V2Response {
+        model_name: wire.model_name,
+        model_version: wire.model_version,
+        id: wire.id,
+        parameters: wire.parameters.unwrap_or_default(),
+        outputs,
+    })
+}

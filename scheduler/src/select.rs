@@ -1,0 +1,932 @@
+//! INFaaS `getVariant` for one arriving query (paper §4.1, Case I), as a pure function of a
+//! [`Snapshot`].
+//!
+//! A variant is *eligible* when it meets the query's minimum accuracy, its cost ceiling and, on an
+//! idle instance, its latency SLO. Then, in order:
+//! 1. **Serve** on an Active instance of an eligible variant whose predicted latency (profiled
+//!    p99 at the batch it joins, times the batches queued ahead, see
+//!    [`VariantEntry::predicted_ms`]) fits the SLO. Ranking:
+//!    - app target without SLO and without minimum accuracy (a cost ceiling alone still filters):
+//!      the most accurate variant that has such an instance, then the least-loaded instance;
+//!    - model target without SLO: the lowest predicted latency;
+//!    - otherwise: the least-loaded instance (queue length in batches), then the lowest predicted
+//!      latency.
+//! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
+//!    worker can host: the least-utilised worker with the variant's hardware, enough free cores
+//!    for its threads and enough free memory. This is a new variant or a new replica of one whose
+//!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
+//!    still fit the SLO.
+//! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
+//!    of an eligible variant, only when nothing can be loaded: those that fit the SLO first, then
+//!    the lowest predicted latency.
+//! 4. **Unsatisfiable**, with the variant closest to the requirements (see [`distance`]).
+//!
+//! The hot path allocates nothing but the chosen decision's reason.
+
+use std::fmt::Write;
+
+use crate::snapshot::{variant_cost_per_query, Prices, Snapshot, VariantEntry};
+use crate::state::InstanceState;
+
+/// What a query asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    /// Any variant of any model of the application.
+    App(&'a str),
+    /// Any variant of this model.
+    Model(&'a str),
+}
+
+/// One query's requirements.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Query<'a> {
+    pub tenant: &'a str,
+    pub target: Target<'a>,
+    /// Latency the query must be answered within, in ms; any latency fits when `None`.
+    pub latency_slo_ms: Option<f64>,
+    /// Smallest acceptable accuracy in [0, 1]; any accuracy fits when `None`.
+    pub min_accuracy: Option<f64>,
+    /// Largest acceptable cost of the query (rows × [`variant_cost_per_query`]).
+    pub max_cost: Option<f64>,
+    /// Rows in the query (its batch dimension); 0 counts as 1.
+    pub rows: usize,
+}
+
+/// The variant closest to requirements that none can meet.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Closest {
+    pub variant: usize,
+    pub accuracy: f64,
+    /// p99 at batch = the query's rows on an idle instance, in ms.
+    pub latency_ms: f64,
+}
+
+/// What to do with a query. Indices point into the snapshot it was taken on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Send the query to this loaded instance.
+    Serve {
+        instance: usize,
+        variant: usize,
+        predicted_ms: f64,
+        reason: String,
+    },
+    /// Load `variant` on `worker`; `predicted_ms` is load time plus the query's run.
+    Load {
+        variant: usize,
+        worker: usize,
+        predicted_ms: f64,
+        /// Whether the query can wait for the load within its SLO (always with no SLO).
+        wait: bool,
+        reason: String,
+    },
+    /// No variant meets the requirements (or none can be served or loaded anywhere).
+    Unsatisfiable {
+        closest: Option<Closest>,
+        reason: String,
+    },
+    /// The tenant has no variant for the application or model.
+    NotFound,
+}
+
+/// How rule 1 ranks the Active instances that fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rank {
+    LeastLoaded,
+    MostAccurate,
+    Fastest,
+}
+
+impl Rank {
+    fn of(q: &Query) -> Rank {
+        match (q.target, q.latency_slo_ms, q.min_accuracy) {
+            (Target::App(_), None, None) => Rank::MostAccurate,
+            (Target::Model(_), None, _) => Rank::Fastest,
+            _ => Rank::LeastLoaded,
+        }
+    }
+
+    fn phrase(self) -> &'static str {
+        match self {
+            Rank::LeastLoaded => "least loaded",
+            Rank::MostAccurate => "most accurate variant with an active instance, least loaded",
+            Rank::Fastest => "lowest predicted latency",
+        }
+    }
+}
+
+/// A loaded instance considered by rule 1 or 3.
+#[derive(Debug, Clone, Copy)]
+struct Pick {
+    instance: usize,
+    variant: usize,
+    predicted_ms: f64,
+    /// Queue length in batches.
+    load: f64,
+    accuracy: f64,
+    fits: bool,
+}
+
+impl Pick {
+    fn beats(&self, other: &Pick, rank: Rank) -> bool {
+        let by_load = || {
+            self.load
+                .total_cmp(&other.load)
+                .then(self.predicted_ms.total_cmp(&other.predicted_ms))
+        };
+        let order = match rank {
+            Rank::LeastLoaded => by_load(),
+            Rank::MostAccurate => other.accuracy.total_cmp(&self.accuracy).then_with(by_load),
+            Rank::Fastest => self
+                .predicted_ms
+                .total_cmp(&other.predicted_ms)
+                .then(self.load.total_cmp(&other.load)),
+        };
+        order.is_lt()
+    }
+
+    /// Rule 3's order: fitting the SLO first, then the lowest predicted latency.
+    fn beats_as_fallback(&self, other: &Pick) -> bool {
+        other
+            .fits
+            .cmp(&self.fits)
+            .then(self.predicted_ms.total_cmp(&other.predicted_ms))
+            .is_lt()
+    }
+}
+
+fn keep_best(best: &mut Option<Pick>, candidate: Pick, better: impl Fn(&Pick, &Pick) -> bool) {
+    if best.as_ref().is_none_or(|b| better(&candidate, b)) {
+        *best = Some(candidate);
+    }
+}
+
+/// Cost of the whole query on `v` (its rows in batches of up to `max_batch`).
+fn query_cost(v: &VariantEntry, prices: &Prices, rows: usize) -> f64 {
+    variant_cost_per_query(v, prices, rows) * rows as f64
+}
+
+fn fits_slo(latency_ms: f64, slo: Option<f64>) -> bool {
+    slo.is_none_or(|slo| latency_ms <= slo)
+}
+
+/// Whether `v` meets the query's accuracy, cost and (idle) latency requirements.
+fn eligible(v: &VariantEntry, q: &Query, prices: &Prices, rows: usize) -> bool {
+    q.min_accuracy.is_none_or(|min| v.accuracy >= min)
+        && q.max_cost
+            .is_none_or(|max| query_cost(v, prices, rows) <= max)
+        && fits_slo(v.latency_ms(rows), q.latency_slo_ms)
+}
+
+/// How far `v` is from the query's requirements: the sum of its relative shortfalls,
+///
+/// `max(0, (min_accuracy - accuracy) / min_accuracy) + max(0, (latency - slo) / slo)
+///  + max(0, (cost - max_cost) / max_cost)`,
+///
+/// each term 0 when the requirement is absent, so that missing the accuracy by 10% weighs as
+/// much as exceeding the SLO (or the cost ceiling) by 10%. Latency and cost are taken at
+/// batch = the query's rows on an idle instance. 0 means the variant meets every requirement.
+pub fn distance(v: &VariantEntry, q: &Query, prices: &Prices) -> f64 {
+    let rows = q.rows.max(1);
+    // How far `over` exceeds `under`, relative to `limit`.
+    let relative = |over: f64, under: f64, limit: f64| {
+        ((over - under) / limit.max(f64::MIN_POSITIVE)).max(0.0)
+    };
+    let accuracy = q
+        .min_accuracy
+        .map_or(0.0, |min| relative(min, v.accuracy, min));
+    let latency = q
+        .latency_slo_ms
+        .map_or(0.0, |slo| relative(v.latency_ms(rows), slo, slo));
+    let cost = q
+        .max_cost
+        .map_or(0.0, |max| relative(query_cost(v, prices, rows), max, max));
+    accuracy + latency + cost
+}
+
+/// Chooses what to do with query `q`; see the module documentation for the rules.
+pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
+    let list = match q.target {
+        Target::App(app) => s.app_variants(q.tenant, app),
+        Target::Model(model) => s.model_variants(q.tenant, model),
+    };
+    if list.is_empty() {
+        return Decision::NotFound;
+    }
+    let rows = q.rows.max(1);
+    let rank = Rank::of(q);
+    let (variants, instances) = (s.variants(), s.instances());
+
+    let mut active: Option<Pick> = None;
+    let mut fallback: Option<Pick> = None;
+    let mut any_eligible = false;
+    for &vi in list {
+        let v = &variants[vi];
+        if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
+            break; // `list` is sorted by accuracy, descending
+        }
+        if !eligible(v, q, prices, rows) {
+            continue;
+        }
+        any_eligible = true;
+        let max_batch = v.max_batch.max(1) as f64;
+        for &ii in s.variant_instances(vi) {
+            let inst = &instances[ii];
+            if inst.state == InstanceState::Inactive {
+                continue;
+            }
+            let predicted_ms = v.predicted_ms(inst.queue_len, rows);
+            let pick = Pick {
+                instance: ii,
+                variant: vi,
+                predicted_ms,
+                load: inst.queue_len as f64 / max_batch,
+                accuracy: v.accuracy,
+                fits: fits_slo(predicted_ms, q.latency_slo_ms),
+            };
+            if inst.state == InstanceState::Active && pick.fits {
+                keep_best(&mut active, pick, |a, b| a.beats(b, rank));
+            } else {
+                keep_best(&mut fallback, pick, Pick::beats_as_fallback);
+            }
+        }
+    }
+
+    if let Some(p) = active {
+        return serve(s, q, prices, p, rank.phrase());
+    }
+    if any_eligible {
+        if let Some(load) = best_load(s, q, prices, list, rows) {
+            return load;
+        }
+    }
+    if let Some(p) = fallback {
+        let why = "no active instance fits and no worker can load a variant";
+        return serve(s, q, prices, p, why);
+    }
+    unsatisfiable(s, q, prices, list, any_eligible)
+}
+
+/// Rule 2: the eligible variant with the lowest load + run time that a worker can host.
+fn best_load(
+    s: &Snapshot,
+    q: &Query,
+    prices: &Prices,
+    list: &[usize],
+    rows: usize,
+) -> Option<Decision> {
+    let variants = s.variants();
+    let mut best: Option<(usize, usize, f64)> = None;
+    for &vi in list {
+        let v = &variants[vi];
+        if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
+            break;
+        }
+        let total = v.load_ms + v.latency_ms(rows);
+        // Placement is looked for only for a variant that would improve on the best so far.
+        if best.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
+            continue;
+        }
+        if let Some(w) = place(s, v) {
+            best = Some((vi, w, total));
+        }
+    }
+    let (vi, wi, total) = best?;
+    let (v, w) = (&variants[vi], &s.workers()[wi]);
+    let wait = fits_slo(total, q.latency_slo_ms);
+    let instances = s.instances();
+    let loaded = if s
+        .variant_instances(vi)
+        .iter()
+        .all(|&i| instances[i].state == InstanceState::Inactive)
+    {
+        "not loaded"
+    } else {
+        "a new replica (its instances are busy, overloaded or interfered)"
+    };
+    let mut reason = format!(
+        "load {} ({loaded}) on worker {}: load {} ms + p99 {} ms at batch {rows} = {} ms",
+        v.name,
+        w.id,
+        Ms(v.load_ms),
+        Ms(v.latency_ms(rows)),
+        Ms(total)
+    );
+    match q.latency_slo_ms {
+        Some(slo) if wait => _ = write!(reason, " fits SLO {} ms", Ms(slo)),
+        Some(slo) => {
+            _ = write!(
+                reason,
+                " exceeds SLO {} ms (the query cannot wait)",
+                Ms(slo)
+            )
+        }
+        None => reason.push_str(" (no SLO)"),
+    }
+    requirements(&mut reason, v, q, prices, rows);
+    _ = write!(
+        reason,
+        "; lowest load + latency among eligible variants; least-utilised {} worker with room ({:.2} utilised, {} free cores)",
+        v.hardware.as_str(),
+        w.utilisation,
+        w.free_cores()
+    );
+    Some(Decision::Load {
+        variant: vi,
+        worker: wi,
+        predicted_ms: total,
+        wait,
+        reason,
+    })
+}
+
+/// The least-utilised live worker with `v`'s hardware, free cores for its threads and free
+/// memory for it.
+fn place(s: &Snapshot, v: &VariantEntry) -> Option<usize> {
+    let workers = s.workers();
+    let mut best: Option<usize> = None;
+    for &wi in s.workers_with(v.hardware) {
+        let w = &workers[wi];
+        if w.can_host(v)
+            && best.is_none_or(|b| w.utilisation.total_cmp(&workers[b].utilisation).is_lt())
+        {
+            best = Some(wi);
+        }
+    }
+    best
+}
+
+fn serve(s: &Snapshot, q: &Query, prices: &Prices, p: Pick, why: &str) -> Decision {
+    let rows = q.rows.max(1);
+    let v = &s.variants()[p.variant];
+    let inst = &s.instances()[p.instance];
+    let join = (inst.queue_len + rows).min(v.max_batch);
+    let batch = v.latency_at(join).map_or(join, |(point, _)| point.batch);
+    let mut reason = format!(
+        "{} instance {} of {}: p99 {} ms at batch {batch} with {} row(s) queued",
+        inst.state.as_str(),
+        inst.id,
+        v.name,
+        Ms(p.predicted_ms),
+        inst.queue_len,
+    );
+    match q.latency_slo_ms {
+        Some(slo) if p.fits => _ = write!(reason, " fits SLO {} ms", Ms(slo)),
+        Some(slo) => _ = write!(reason, " exceeds SLO {} ms", Ms(slo)),
+        None => reason.push_str(" (no SLO)"),
+    }
+    requirements(&mut reason, v, q, prices, rows);
+    _ = write!(reason, "; {why}");
+    Decision::Serve {
+        instance: p.instance,
+        variant: p.variant,
+        predicted_ms: p.predicted_ms,
+        reason,
+    }
+}
+
+/// Appends ", accuracy A >= M" and, with a cost ceiling, ", cost C <= X".
+fn requirements(reason: &mut String, v: &VariantEntry, q: &Query, prices: &Prices, rows: usize) {
+    match q.min_accuracy {
+        Some(min) => _ = write!(reason, ", accuracy {} >= {}", Acc(v.accuracy), Acc(min)),
+        None => _ = write!(reason, ", accuracy {}", Acc(v.accuracy)),
+    }
+    if let Some(max) = q.max_cost {
+        _ = write!(
+            reason,
+            ", cost {:.3e} <= {max:.3e}",
+            query_cost(v, prices, rows)
+        );
+    }
+}
+
+fn unsatisfiable(
+    s: &Snapshot,
+    q: &Query,
+    prices: &Prices,
+    list: &[usize],
+    any_eligible: bool,
+) -> Decision {
+    let variants = s.variants();
+    let rows = q.rows.max(1);
+    let mut best: Option<(usize, f64)> = None;
+    for &vi in list {
+        let d = distance(&variants[vi], q, prices);
+        // Strictly smaller only: `list` is sorted by accuracy then latency, which breaks ties.
+        if best.is_none_or(|(_, bd)| d < bd) {
+            best = Some((vi, d));
+        }
+    }
+    let closest = best.map(|(vi, _)| Closest {
+        variant: vi,
+        accuracy: variants[vi].accuracy,
+        latency_ms: variants[vi].latency_ms(rows),
+    });
+    let mut reason = if any_eligible {
+        String::from("variants meet the requirements but none is loaded and no live worker has room to load one")
+    } else {
+        String::from("no variant meets")
+    };
+    if !any_eligible {
+        let mut sep = " ";
+        if let Some(min) = q.min_accuracy {
+            _ = write!(reason, "{sep}accuracy >= {}", Acc(min));
+            sep = " and ";
+        }
+        if let Some(slo) = q.latency_slo_ms {
+            _ = write!(reason, "{sep}SLO {} ms at batch {rows}", Ms(slo));
+            sep = " and ";
+        }
+        if let Some(max) = q.max_cost {
+            _ = write!(reason, "{sep}cost <= {max:.3e}");
+        }
+    }
+    if let (Some(c), Some((_, d))) = (closest, best) {
+        _ = write!(
+            reason,
+            "; closest: {} (accuracy {}, p99 {} ms, distance {d:.3})",
+            variants[c.variant].name,
+            Acc(c.accuracy),
+            Ms(c.latency_ms)
+        );
+    }
+    Decision::Unsatisfiable { closest, reason }
+}
+
+/// Milliseconds with as many decimals as small values need.
+struct Ms(f64);
+
+impl std::fmt::Display for Ms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let x = self.0;
+        if x >= 100.0 {
+            write!(f, "{x:.0}")
+        } else if x >= 1.0 {
+            write!(f, "{x:.2}")
+        } else {
+            write!(f, "{x:.3}")
+        }
+    }
+}
+
+/// An accuracy with three decimals.
+struct Acc(f64);
+
+impl std::fmt::Display for Acc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.3}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use infaas_core::HardwareKind::{Cpu, Gpu};
+
+    use super::*;
+    use crate::snapshot::tests::{instance, variant, worker};
+    use crate::snapshot::SnapshotBuilder;
+
+    const PRICES: Prices = Prices {
+        cpu_core_per_s: 1.0,
+        memory_gb_per_s: 0.0,
+        gpu_per_s: 10.0,
+    };
+
+    /// Tenant "acme", app "app": big (0.98, 8 ms), mid (0.93, 2 ms), small (0.85, 0.5 ms), each
+    /// with one idle Active instance on its own CPU worker.
+    struct Fixture {
+        b: SnapshotBuilder,
+        big: usize,
+        mid: usize,
+        small: usize,
+        workers: Vec<usize>,
+    }
+
+    fn fixture() -> Fixture {
+        let mut b = Snapshot::builder();
+        let big = b
+            .add_variant("acme", variant("big", "big", 0.98, 8.0))
+            .unwrap();
+        let mid = b
+            .add_variant("acme", variant("mid", "mid", 0.93, 2.0))
+            .unwrap();
+        let small = b
+            .add_variant("acme", variant("small", "small", 0.85, 0.5))
+            .unwrap();
+        Fixture {
+            b,
+            big,
+            mid,
+            small,
+            workers: Vec::new(),
+        }
+    }
+
+    impl Fixture {
+        fn worker(&mut self, id: &str, utilisation: f64) -> usize {
+            let w = self.b.add_worker(worker(id, &[Cpu], utilisation)).unwrap();
+            self.workers.push(w);
+            w
+        }
+
+        fn instance(&mut self, id: &str, variant: usize, worker: usize) -> usize {
+            self.b.add_instance(instance(id, variant, worker)).unwrap()
+        }
+
+        /// Every variant with one Active instance on its own worker.
+        fn all_active(mut self) -> (Snapshot, [usize; 3]) {
+            let mut insts = [0; 3];
+            for (n, v) in [self.big, self.mid, self.small].into_iter().enumerate() {
+                let w = self.worker(&format!("w{n}"), 0.5);
+                insts[n] = self.instance(&format!("i{n}"), v, w);
+            }
+            (self.b.build(), insts)
+        }
+    }
+
+    fn app(slo: Option<f64>, min_accuracy: Option<f64>) -> Query<'static> {
+        Query {
+            tenant: "acme",
+            target: Target::App("app"),
+            latency_slo_ms: slo,
+            min_accuracy,
+            max_cost: None,
+            rows: 1,
+        }
+    }
+
+    fn served_variant(d: &Decision) -> usize {
+        match d {
+            Decision::Serve { variant, .. } => *variant,
+            other => panic!("expected Serve, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn slo_and_accuracy_steer_the_variant() {
+        let f = fixture();
+        let (big, mid, small) = (f.big, f.mid, f.small);
+        let (s, _) = f.all_active();
+        let pick = |q: Query| served_variant(&select(&s, &q, &PRICES));
+        assert_eq!(pick(app(Some(1.0), None)), small);
+        assert_eq!(pick(app(None, Some(0.95))), big);
+        assert_eq!(pick(app(Some(5.0), Some(0.9))), mid);
+        assert_eq!(pick(app(Some(100.0), Some(0.9))), mid); // ties on load: faster wins
+        assert_eq!(pick(app(None, None)), big); // no requirements: most accurate
+    }
+
+    #[test]
+    fn impossible_requirements_report_the_closest_variant() {
+        let f = fixture();
+        let small = f.small;
+        let (s, _) = f.all_active();
+        // Tight SLO and high accuracy: nothing has both. small misses accuracy by 10.5%; mid
+        // misses it by 2% and the SLO by 100%; big misses the SLO by 700%.
+        match select(&s, &app(Some(1.0), Some(0.95)), &PRICES) {
+            Decision::Unsatisfiable {
+                closest: Some(c),
+                reason,
+            } => {
+                assert_eq!(c.variant, small);
+                assert_eq!(c.accuracy, 0.85);
+                assert_eq!(c.latency_ms, 0.5);
+                assert!(reason.contains("no variant meets accuracy >= 0.950 and SLO 1.00 ms"));
+                assert!(reason.contains("closest: small.small"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            distance(&s.variants()[small], &app(Some(1.0), Some(0.95)), &PRICES),
+            (0.95 - 0.85) / 0.95
+        );
+    }
+
+    #[test]
+    fn reasons_name_the_rule() {
+        let (s, _) = fixture().all_active();
+        let Decision::Serve { reason, .. } = select(&s, &app(Some(10.0), Some(0.95)), &PRICES)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            reason,
+            "active instance i0 of big.big: p99 8.00 ms at batch 1 with 0 row(s) queued fits \
+             SLO 10.00 ms, accuracy 0.980 >= 0.950; least loaded"
+        );
+    }
+
+    #[test]
+    fn cost_ceiling_excludes_expensive_variants() {
+        let mut f = fixture();
+        let (big, mid) = (f.big, f.mid);
+        let mut fast = variant("gpu-big", "big", 0.99, 0.2);
+        fast.hardware = Gpu;
+        let gpu_big = f.b.add_variant("acme", fast).unwrap();
+        let g = f.b.add_worker(worker("g", &[Gpu], 0.0)).unwrap();
+        f.instance("ig", gpu_big, g);
+        let (s, _) = f.all_active();
+        // Cost of one row = rate x mean: gpu-big (1 + 100) x 0.18 ms = 0.0182,
+        // big 1 x 7.2 ms = 0.0072, mid 1 x 1.8 ms = 0.0018.
+        let prices = Prices {
+            gpu_per_s: 100.0,
+            ..PRICES
+        };
+        let q = |min_accuracy, max_cost| Query {
+            max_cost,
+            ..app(None, Some(min_accuracy))
+        };
+        let pick = |q: Query| select(&s, &q, &prices);
+        assert_eq!(served_variant(&pick(q(0.95, None))), gpu_big);
+        assert_eq!(served_variant(&pick(q(0.95, Some(0.01)))), big);
+        assert_eq!(served_variant(&pick(q(0.9, Some(0.005)))), mid);
+        // Nothing accurate enough is cheap enough: mid is closest (2% short of the accuracy,
+        // against big's 44% over the ceiling).
+        match pick(q(0.95, Some(0.005))) {
+            Decision::Unsatisfiable {
+                closest: Some(c),
+                reason,
+            } => {
+                assert_eq!(c.variant, mid);
+                assert!(reason.contains("cost <= 5.000e-3"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+        let Decision::Serve { reason, .. } = pick(q(0.95, Some(0.01))) else {
+            panic!()
+        };
+        assert!(reason.contains("cost 7.200e-3 <= 1.000e-2"), "{reason}");
+    }
+
+    #[test]
+    fn least_loaded_active_instance_wins() {
+        let mut f = fixture();
+        let mid = f.mid;
+        let (w1, w2) = (f.worker("w1", 0.1), f.worker("w2", 0.9));
+        let busy = f.instance("busy", mid, w1);
+        let idle = f.instance("idle", mid, w2);
+        let mut s = f.b.build();
+        s.set_instance_load(busy, 4, 100.0).unwrap();
+        match select(&s, &app(Some(50.0), Some(0.9)), &PRICES) {
+            Decision::Serve {
+                instance,
+                predicted_ms,
+                ..
+            } => {
+                assert_eq!(instance, idle);
+                assert_eq!(predicted_ms, 2.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Queueing counts against the SLO: 4 rows ahead join a batch of 8 (8 ms x 1.5).
+        s.set_instance_load(idle, 4, 100.0).unwrap();
+        s.set_instance_load(busy, 12, 100.0).unwrap();
+        let Decision::Serve { predicted_ms, .. } = select(&s, &app(Some(50.0), Some(0.9)), &PRICES)
+        else {
+            panic!()
+        };
+        assert_eq!(predicted_ms, 12.0);
+    }
+
+    #[test]
+    fn overloaded_instance_is_skipped_for_another_active_one_or_a_load() {
+        let mut f = fixture();
+        let (mid, small) = (f.mid, f.small);
+        let (w1, w2) = (f.worker("w1", 0.1), f.worker("w2", 0.2));
+        let hot = f.instance("hot", small, w1);
+        let other = f.instance("other", mid, w2);
+        let mut s = f.b.build();
+        s.set_instance_state(hot, InstanceState::Overloaded)
+            .unwrap();
+        let q = app(Some(5.0), None);
+        match select(&s, &q, &PRICES) {
+            Decision::Serve { instance, .. } => assert_eq!(instance, other),
+            d => panic!("{d:?}"),
+        }
+        // Only the overloaded instance fits a 1 ms SLO: load a replica of small instead.
+        match select(&s, &app(Some(1.0), None), &PRICES) {
+            Decision::Load {
+                variant,
+                wait,
+                reason,
+                ..
+            } => {
+                assert_eq!(variant, small);
+                assert!(!wait, "a 100 ms load cannot fit 1 ms");
+                assert!(reason.contains("new replica"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // Interfered instances are treated alike.
+        s.set_instance_state(other, InstanceState::Interfered)
+            .unwrap();
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+        // With no room anywhere, the overloaded instance still serves.
+        for w in 0..s.workers().len() {
+            s.set_worker_usage(w, 8, 0, 1.0).unwrap();
+        }
+        match select(&s, &app(Some(1.0), None), &PRICES) {
+            Decision::Serve {
+                instance, reason, ..
+            } => {
+                assert_eq!(instance, hot);
+                assert!(reason.starts_with("overloaded instance hot"), "{reason}");
+                assert!(reason.contains("no worker can load"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn dead_workers_instances_are_ignored() {
+        let mut f = fixture();
+        let small = f.small;
+        let (w1, _w2) = (f.worker("w1", 0.1), f.worker("w2", 0.7));
+        f.instance("gone", small, w1);
+        let mut s = f.b.build();
+        let q = app(Some(1.0), None);
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Serve { .. }));
+        s.remove_worker("w1").unwrap();
+        match select(&s, &q, &PRICES) {
+            Decision::Load {
+                variant,
+                worker,
+                reason,
+                ..
+            } => {
+                assert_eq!(variant, small);
+                assert_eq!(s.workers()[worker].id, "w2");
+                assert!(reason.contains("(not loaded)"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn load_goes_to_the_least_utilised_worker_with_room_and_hardware() {
+        let mut b = Snapshot::builder();
+        let mut v = variant("v", "m", 0.9, 1.0);
+        v.threads = 4;
+        v.memory_bytes = 4 << 30;
+        let v = b.add_variant("acme", v).unwrap();
+        let mut add =
+            |id: &str, hw: &[infaas_core::HardwareKind], util: f64, cores: usize, mem: u64| {
+                let mut w = worker(id, hw, util);
+                w.cores_used = cores;
+                w.memory_used = mem;
+                b.add_worker(w).unwrap()
+            };
+        add("gpu-only", &[Gpu], 0.0, 0, 0);
+        add("no-cores", &[Cpu], 0.05, 5, 0);
+        add("no-memory", &[Cpu], 0.1, 0, 13 << 30);
+        add("busy", &[Cpu], 0.6, 0, 0);
+        let ok = add("ok", &[Cpu, Gpu], 0.3, 4, 12 << 30);
+        let s = b.build();
+        let q = Query {
+            latency_slo_ms: Some(200.0),
+            ..app(None, None)
+        };
+        match select(&s, &q, &PRICES) {
+            Decision::Load {
+                variant,
+                worker,
+                predicted_ms,
+                wait,
+                ..
+            } => {
+                assert_eq!((variant, worker), (v, ok));
+                assert_eq!(predicted_ms, 101.0);
+                assert!(wait);
+            }
+            d => panic!("{d:?}"),
+        }
+        // No worker with the hardware and room: nothing to serve or load.
+        let mut b = Snapshot::builder();
+        let mut g = variant("g", "m", 0.9, 1.0);
+        g.hardware = Gpu;
+        b.add_variant("acme", g).unwrap();
+        b.add_worker(worker("cpu", &[Cpu], 0.0)).unwrap();
+        let s = b.build();
+        match select(&s, &app(None, None), &PRICES) {
+            Decision::Unsatisfiable {
+                closest: Some(c),
+                reason,
+            } => {
+                assert_eq!(c.variant, 0);
+                assert!(reason.contains("no live worker has room"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn load_prefers_lowest_load_plus_latency_and_waits_only_within_the_slo() {
+        let mut f = fixture();
+        let (mid, small) = (f.mid, f.small);
+        f.worker("w", 0.0);
+        let s = f.b.build();
+        // No instances: without requirements the fastest to load and run (all load in 100 ms).
+        let d = select(&s, &app(None, None), &PRICES);
+        assert!(matches!(d, Decision::Load { variant, wait: true, .. } if variant == small));
+        let d = select(&s, &app(Some(50.0), Some(0.9)), &PRICES);
+        assert!(matches!(d, Decision::Load { variant, wait: false, .. } if variant == mid));
+        let d = select(&s, &app(Some(150.0), Some(0.9)), &PRICES);
+        assert!(
+            matches!(d, Decision::Load { variant, wait: true, predicted_ms, .. } if variant == mid && predicted_ms == 102.0)
+        );
+    }
+
+    #[test]
+    fn model_target_without_slo_takes_the_fastest_instance() {
+        let mut b = Snapshot::builder();
+        let slow = b
+            .add_variant("acme", variant("slow", "m", 0.9, 4.0))
+            .unwrap();
+        let fast = b
+            .add_variant("acme", variant("fast", "m", 0.9, 1.0))
+            .unwrap();
+        b.add_variant("acme", variant("other", "n", 0.99, 0.1))
+            .unwrap();
+        let w = b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        b.add_instance(instance("is", slow, w)).unwrap();
+        let i_fast = b.add_instance(instance("if", fast, w)).unwrap();
+        let mut s = b.build();
+        // fast has a queue but is still quicker: 2 ms x (1 + 2/8) = 2.5 ms < 4 ms.
+        s.set_instance_load(i_fast, 2, 10.0).unwrap();
+        let q = Query {
+            target: Target::Model("m"),
+            ..app(None, None)
+        };
+        let Decision::Serve {
+            variant,
+            predicted_ms,
+            reason,
+            ..
+        } = select(&s, &q, &PRICES)
+        else {
+            panic!()
+        };
+        assert_eq!((variant, predicted_ms), (fast, 2.5));
+        assert!(reason.ends_with("lowest predicted latency"), "{reason}");
+    }
+
+    #[test]
+    fn tenants_never_see_each_others_variants() {
+        let mut b = Snapshot::builder();
+        let mine = b
+            .add_variant("acme", variant("mine", "m", 0.7, 5.0))
+            .unwrap();
+        let theirs = b
+            .add_variant("evil", variant("theirs", "m", 0.99, 0.1))
+            .unwrap();
+        let w = b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        b.add_instance(instance("i-mine", mine, w)).unwrap();
+        b.add_instance(instance("i-theirs", theirs, w)).unwrap();
+        let s = b.build();
+        for q in [
+            app(None, None),
+            app(Some(1.0), None),
+            app(None, Some(0.9)),
+            Query {
+                target: Target::Model("m"),
+                ..app(None, None)
+            },
+        ] {
+            match select(&s, &q, &PRICES) {
+                Decision::Serve { variant, .. } => assert_eq!(variant, mine),
+                Decision::Unsatisfiable { closest, .. } => {
+                    assert_eq!(closest.map(|c| c.variant), Some(mine))
+                }
+                d => panic!("{d:?}"),
+            }
+        }
+        let q = Query {
+            tenant: "nobody",
+            ..app(None, None)
+        };
+        assert_eq!(select(&s, &q, &PRICES), Decision::NotFound);
+        let q = Query {
+            target: Target::App("other-app"),
+            ..app(None, None)
+        };
+        assert_eq!(select(&s, &q, &PRICES), Decision::NotFound);
+    }
+
+    #[test]
+    fn inactive_instances_are_not_served() {
+        let mut f = fixture();
+        let small = f.small;
+        let w = f.worker("w", 0.0);
+        let i = f.instance("i", small, w);
+        let mut s = f.b.build();
+        s.set_instance_state(i, InstanceState::Inactive).unwrap();
+        match select(&s, &app(Some(1.0), None), &PRICES) {
+            Decision::Load {
+                variant, reason, ..
+            } => {
+                assert_eq!(variant, small);
+                assert!(reason.contains("(not loaded)"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+}

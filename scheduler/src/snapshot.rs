@@ -1,0 +1,744 @@
+//! The controller's in-memory index of variants, workers and instances that policies read.
+//!
+//! Everything is addressed by index (`usize` into the snapshot's vectors) so the hot path never
+//! hashes an id; the only hashed look-ups are tenant, application and model names. Indexes kept
+//! beside the vectors:
+//! - (tenant, app) -> variant indices, sorted by accuracy (descending), then by p99 at batch 1;
+//! - (tenant, model) -> variant indices, in the same order;
+//! - variant -> its instances on live workers; worker -> its instances;
+//! - hardware kind -> live workers that have it.
+//!
+//! Load figures and states change in place in O(1); a removed worker's instances leave the
+//! indexes at once. Removed instances keep their slot (indices stay valid, state Inactive) until
+//! the controller rebuilds the snapshot.
+
+use std::collections::HashMap;
+
+use infaas_core::{HardwareKind, LatencyPoint};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
+
+/// A profiled variant, as the selector needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantEntry {
+    pub id: String,
+    pub name: String,
+    pub model: String,
+    pub app: String,
+    /// Accuracy on the validation set, in [0, 1].
+    pub accuracy: f64,
+    pub hardware: HardwareKind,
+    /// Intra-op threads, i.e. the CPU cores an instance occupies.
+    pub threads: usize,
+    pub max_batch: usize,
+    pub load_ms: f64,
+    pub memory_bytes: u64,
+    /// Profiled latency per batch size, sorted by batch (the builder sorts it).
+    pub latency: Vec<LatencyPoint>,
+}
+
+impl VariantEntry {
+    /// The profiled point for a batch of `batch` rows: the smallest profiled batch that holds it,
+    /// or the largest one when none does. The second value scales that point's latencies to
+    /// `batch` (1 unless extrapolating linearly past the largest profiled batch). `None` only for
+    /// an entry without profile, which a [`Snapshot`] never holds.
+    pub fn latency_at(&self, batch: usize) -> Option<(&LatencyPoint, f64)> {
+        let batch = batch.max(1);
+        match self.latency.iter().find(|p| p.batch >= batch) {
+            Some(p) => Some((p, 1.0)),
+            None => {
+                let last = self.latency.last()?;
+                Some((last, batch as f64 / last.batch.max(1) as f64))
+            }
+        }
+    }
+
+    /// Predicted p99 latency in ms of a query of `rows` rows joining a queue of `queue_len` rows:
+    /// the profiled p99 at the batch the query joins (`min(queue_len + rows, max_batch)`) times
+    /// the number of batches the query waits for, `queue_len / max_batch` ahead of it plus the
+    /// `ceil(rows / max_batch)` it fills itself (1 for a query that fits one batch).
+    pub fn predicted_ms(&self, queue_len: usize, rows: usize) -> f64 {
+        let max_batch = self.max_batch.max(1);
+        let rows = rows.max(1);
+        let join = (queue_len + rows).min(max_batch);
+        let Some((point, scale)) = self.latency_at(join) else {
+            return f64::INFINITY;
+        };
+        let own_batches = rows.div_ceil(max_batch) as f64;
+        point.p99_ms * scale * (own_batches + queue_len as f64 / max_batch as f64)
+    }
+
+    /// Profiled p99 in ms of a query of `rows` rows on an idle instance.
+    pub fn latency_ms(&self, rows: usize) -> f64 {
+        self.predicted_ms(0, rows)
+    }
+
+    /// Saturation throughput in rows/s: full batches of `max_batch` at the profiled mean.
+    pub fn peak_qps(&self) -> f64 {
+        self.latency_at(self.max_batch)
+            .map_or(0.0, |(point, scale)| {
+                peak_qps(self.max_batch, point.mean_ms * scale)
+            })
+    }
+}
+
+/// A worker machine and what is in use on it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerEntry {
+    pub id: String,
+    pub hardware: Vec<HardwareKind>,
+    pub cores: usize,
+    pub cores_used: usize,
+    pub memory_bytes: u64,
+    pub memory_used: u64,
+    pub alive: bool,
+    /// Busy fraction of the worker, in [0, 1].
+    pub utilisation: f64,
+}
+
+impl WorkerEntry {
+    pub fn free_cores(&self) -> usize {
+        self.cores.saturating_sub(self.cores_used)
+    }
+
+    pub fn free_memory(&self) -> u64 {
+        self.memory_bytes.saturating_sub(self.memory_used)
+    }
+
+    /// Whether an instance of `v` fits here now: alive, with `v`'s hardware, enough free cores
+    /// for its threads and enough free memory.
+    pub fn can_host(&self, v: &VariantEntry) -> bool {
+        self.alive
+            && self.hardware.contains(&v.hardware)
+            && self.free_cores() >= v.threads
+            && self.free_memory() >= v.memory_bytes
+    }
+}
+
+/// A loaded variant instance on a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceEntry {
+    pub id: String,
+    /// Index into [`Snapshot::variants`].
+    pub variant: usize,
+    /// Index into [`Snapshot::workers`].
+    pub worker: usize,
+    pub state: InstanceState,
+    /// Rows waiting in the instance's queue.
+    pub queue_len: usize,
+    /// Rows served per second over the last window.
+    pub qps: f64,
+}
+
+/// Resource prices, in the same currency unit throughout.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Prices {
+    /// Price of one CPU core for one second.
+    pub cpu_core_per_s: f64,
+    /// Price of one GB (10^9 bytes) of memory for one second.
+    pub memory_gb_per_s: f64,
+    /// Price of one GPU for one second.
+    pub gpu_per_s: f64,
+}
+
+impl Prices {
+    /// Price per second of the resources one instance of `v` holds: its threads' cores, its
+    /// memory and, for a GPU variant, one GPU.
+    pub fn rate_per_s(&self, v: &VariantEntry) -> f64 {
+        let gpu = match v.hardware {
+            HardwareKind::Gpu => self.gpu_per_s,
+            HardwareKind::Cpu => 0.0,
+        };
+        v.threads as f64 * self.cpu_core_per_s
+            + v.memory_bytes as f64 / 1e9 * self.memory_gb_per_s
+            + gpu
+    }
+}
+
+/// Cost of one single-row query that runs in a batch of `batch` rows (clamped to
+/// `1..=max_batch`): the price of the instance's resources for the batch's mean run time, shared
+/// evenly by its rows:
+///
+/// `cost = (threads * cpu_core_per_s + memory_bytes / 1e9 * memory_gb_per_s + gpu_per_s [GPU])
+///         * mean_ms(batch) / 1000 / batch`
+///
+/// `mean_ms(batch)` is the profile's mean at the smallest profiled batch holding `batch` (an
+/// upper bound of the actual run time). A query of `rows` rows costs `rows` times this at
+/// `batch = min(rows, max_batch)`.
+pub fn variant_cost_per_query(v: &VariantEntry, prices: &Prices, batch: usize) -> f64 {
+    let batch = batch.clamp(1, v.max_batch.max(1));
+    let Some((point, scale)) = v.latency_at(batch) else {
+        return f64::INFINITY;
+    };
+    prices.rate_per_s(v) * point.mean_ms * scale / 1000.0 / batch as f64
+}
+
+/// Why a snapshot refused an entry or an update.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("duplicate {kind} id {id:?}")]
+    Duplicate { kind: &'static str, id: String },
+    #[error("variant {id:?}: {problem}")]
+    InvalidVariant { id: String, problem: &'static str },
+    #[error("no variant at index {0}")]
+    UnknownVariant(usize),
+    #[error("no worker at index {0}")]
+    UnknownWorker(usize),
+    #[error("no worker with id {0:?}")]
+    UnknownWorkerId(String),
+    #[error("no instance at index {0}")]
+    UnknownInstance(usize),
+    #[error("worker {worker:?} is not alive")]
+    DeadWorker { worker: String },
+    #[error("worker {worker:?} has no {hardware} for variant {variant:?}")]
+    MissingHardware {
+        worker: String,
+        variant: String,
+        hardware: &'static str,
+    },
+}
+
+#[derive(Debug, Clone, Default)]
+struct TenantIndex {
+    apps: HashMap<String, Vec<usize>>,
+    models: HashMap<String, Vec<usize>>,
+}
+
+/// See the module documentation.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    variants: Vec<VariantEntry>,
+    workers: Vec<WorkerEntry>,
+    instances: Vec<InstanceEntry>,
+    variant_ids: HashMap<String, usize>,
+    worker_ids: HashMap<String, usize>,
+    instance_ids: HashMap<String, usize>,
+    tenants: HashMap<String, TenantIndex>,
+    by_variant: Vec<Vec<usize>>,
+    by_worker: Vec<Vec<usize>>,
+    /// Live workers per hardware kind, indexed by [`hw_slot`].
+    by_hardware: [Vec<usize>; 2],
+}
+
+fn hw_slot(hw: HardwareKind) -> usize {
+    match hw {
+        HardwareKind::Cpu => 0,
+        HardwareKind::Gpu => 1,
+    }
+}
+
+/// Collects entries; [`SnapshotBuilder::build`] sorts the indexes.
+#[derive(Debug, Default)]
+pub struct SnapshotBuilder {
+    snapshot: Snapshot,
+}
+
+impl SnapshotBuilder {
+    /// Adds `tenant`'s variant; returns its index. Sorts its latency points by batch and refuses
+    /// a variant without profile or with out-of-range figures.
+    pub fn add_variant(
+        &mut self,
+        tenant: &str,
+        mut v: VariantEntry,
+    ) -> Result<usize, SnapshotError> {
+        let s = &mut self.snapshot;
+        if s.variant_ids.contains_key(&v.id) {
+            return Err(SnapshotError::Duplicate {
+                kind: "variant",
+                id: v.id,
+            });
+        }
+        v.latency.sort_by_key(|p| p.batch);
+        if let Some(problem) = variant_problem(&v) {
+            return Err(SnapshotError::InvalidVariant { id: v.id, problem });
+        }
+        let idx = s.variants.len();
+        let t = s.tenants.entry(tenant.to_owned()).or_default();
+        t.apps.entry(v.app.clone()).or_default().push(idx);
+        t.models.entry(v.model.clone()).or_default().push(idx);
+        s.variant_ids.insert(v.id.clone(), idx);
+        s.variants.push(v);
+        s.by_variant.push(Vec::new());
+        Ok(idx)
+    }
+
+    /// Adds a worker; returns its index.
+    pub fn add_worker(&mut self, w: WorkerEntry) -> Result<usize, SnapshotError> {
+        let s = &mut self.snapshot;
+        if s.worker_ids.contains_key(&w.id) {
+            return Err(SnapshotError::Duplicate {
+                kind: "worker",
+                id: w.id,
+            });
+        }
+        let idx = s.workers.len();
+        if w.alive {
+            for &hw in &w.hardware {
+                s.by_hardware[hw_slot(hw)].push(idx);
+            }
+        }
+        s.worker_ids.insert(w.id.clone(), idx);
+        s.workers.push(w);
+        s.by_worker.push(Vec::new());
+        Ok(idx)
+    }
+
+    /// Adds an instance of an added variant on an added worker; see [`Snapshot::add_instance`].
+    pub fn add_instance(&mut self, i: InstanceEntry) -> Result<usize, SnapshotError> {
+        self.snapshot.add_instance(i)
+    }
+
+    pub fn build(mut self) -> Snapshot {
+        let s = &mut self.snapshot;
+        let variants = &s.variants;
+        let order = |a: &usize, b: &usize| {
+            let (va, vb) = (&variants[*a], &variants[*b]);
+            vb.accuracy
+                .total_cmp(&va.accuracy)
+                .then(va.latency_ms(1).total_cmp(&vb.latency_ms(1)))
+                .then(a.cmp(b))
+        };
+        for t in s.tenants.values_mut() {
+            for list in t.apps.values_mut().chain(t.models.values_mut()) {
+                list.sort_by(order);
+            }
+        }
+        self.snapshot
+    }
+}
+
+fn variant_problem(v: &VariantEntry) -> Option<&'static str> {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !(0.0..=1.0).contains(&v.accuracy) {
+        Some("accuracy must be in [0, 1]")
+    } else if v.max_batch == 0 || v.threads == 0 {
+        Some("max_batch and threads must be at least 1")
+    } else if !(v.load_ms.is_finite() && v.load_ms >= 0.0) {
+        Some("load_ms must be finite and not negative")
+    } else if v.latency.is_empty() {
+        Some("no latency profile")
+    } else if v
+        .latency
+        .iter()
+        .any(|p| p.batch == 0 || !positive(p.p99_ms) || !positive(p.mean_ms))
+    {
+        Some("latency points need batch >= 1 and positive finite p99_ms and mean_ms")
+    } else {
+        None
+    }
+}
+
+impl Snapshot {
+    pub fn builder() -> SnapshotBuilder {
+        SnapshotBuilder::default()
+    }
+
+    pub fn variants(&self) -> &[VariantEntry] {
+        &self.variants
+    }
+
+    pub fn workers(&self) -> &[WorkerEntry] {
+        &self.workers
+    }
+
+    /// Every instance slot, including removed ones (state Inactive, in no index).
+    pub fn instances(&self) -> &[InstanceEntry] {
+        &self.instances
+    }
+
+    pub fn variant_index(&self, id: &str) -> Option<usize> {
+        self.variant_ids.get(id).copied()
+    }
+
+    /// Index of a worker that has not been removed.
+    pub fn worker_index(&self, id: &str) -> Option<usize> {
+        self.worker_ids.get(id).copied()
+    }
+
+    /// Index of an instance that has not been removed.
+    pub fn instance_index(&self, id: &str) -> Option<usize> {
+        self.instance_ids.get(id).copied()
+    }
+
+    /// `tenant`'s variants of application `app`, most accurate first (then fastest at batch 1);
+    /// empty when there are none.
+    pub fn app_variants(&self, tenant: &str, app: &str) -> &[usize] {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.apps.get(app))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// `tenant`'s variants of model `model`, in the same order as [`Snapshot::app_variants`].
+    pub fn model_variants(&self, tenant: &str, model: &str) -> &[usize] {
+        self.tenants
+            .get(tenant)
+            .and_then(|t| t.models.get(model))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Instances of variant `variant` on live workers.
+    pub fn variant_instances(&self, variant: usize) -> &[usize] {
+        self.by_variant.get(variant).map_or(&[], Vec::as_slice)
+    }
+
+    /// Live workers that have hardware `hw`.
+    pub fn workers_with(&self, hw: HardwareKind) -> &[usize] {
+        &self.by_hardware[hw_slot(hw)]
+    }
+
+    /// Adds an instance (e.g. once a load decision is carried out); returns its index. The worker
+    /// must be alive and have the variant's hardware. The worker's usage figures are left as they
+    /// are: the controller reports them with [`Snapshot::set_worker_usage`].
+    pub fn add_instance(&mut self, i: InstanceEntry) -> Result<usize, SnapshotError> {
+        let v = self
+            .variants
+            .get(i.variant)
+            .ok_or(SnapshotError::UnknownVariant(i.variant))?;
+        let w = self
+            .workers
+            .get(i.worker)
+            .ok_or(SnapshotError::UnknownWorker(i.worker))?;
+        if self.instance_ids.contains_key(&i.id) {
+            return Err(SnapshotError::Duplicate {
+                kind: "instance",
+                id: i.id,
+            });
+        }
+        if !w.alive {
+            return Err(SnapshotError::DeadWorker {
+                worker: w.id.clone(),
+            });
+        }
+        if !w.hardware.contains(&v.hardware) {
+            return Err(SnapshotError::MissingHardware {
+                worker: w.id.clone(),
+                variant: v.id.clone(),
+                hardware: v.hardware.as_str(),
+            });
+        }
+        let idx = self.instances.len();
+        self.by_variant[i.variant].push(idx);
+        self.by_worker[i.worker].push(idx);
+        self.instance_ids.insert(i.id.clone(), idx);
+        self.instances.push(i);
+        Ok(idx)
+    }
+
+    fn instance_mut(&mut self, instance: usize) -> Result<&mut InstanceEntry, SnapshotError> {
+        self.instances
+            .get_mut(instance)
+            .ok_or(SnapshotError::UnknownInstance(instance))
+    }
+
+    /// Sets an instance's state (O(1)).
+    pub fn set_instance_state(
+        &mut self,
+        instance: usize,
+        state: InstanceState,
+    ) -> Result<(), SnapshotError> {
+        self.instance_mut(instance)?.state = state;
+        Ok(())
+    }
+
+    /// Sets an instance's queue length and served rows/s (O(1)).
+    pub fn set_instance_load(
+        &mut self,
+        instance: usize,
+        queue_len: usize,
+        qps: f64,
+    ) -> Result<(), SnapshotError> {
+        let i = self.instance_mut(instance)?;
+        i.queue_len = queue_len;
+        i.qps = qps;
+        Ok(())
+    }
+
+    /// Applies one monitoring window to an instance (O(1)): records its queue length and
+    /// throughput and moves it along the state machine. Returns the new state.
+    pub fn observe_instance(
+        &mut self,
+        instance: usize,
+        figures: &InstanceFigures,
+        thresholds: &Thresholds,
+    ) -> Result<InstanceState, SnapshotError> {
+        let i = self.instance_mut(instance)?;
+        i.queue_len = figures.queue_len;
+        i.qps = figures.qps;
+        i.state = next_state(i.state, figures, thresholds);
+        Ok(i.state)
+    }
+
+    /// Sets a worker's usage figures (O(1)).
+    pub fn set_worker_usage(
+        &mut self,
+        worker: usize,
+        cores_used: usize,
+        memory_used: u64,
+        utilisation: f64,
+    ) -> Result<(), SnapshotError> {
+        let w = self
+            .workers
+            .get_mut(worker)
+            .ok_or(SnapshotError::UnknownWorker(worker))?;
+        w.cores_used = cores_used;
+        w.memory_used = memory_used;
+        w.utilisation = utilisation;
+        Ok(())
+    }
+
+    /// Removes an instance (unloaded): it leaves every index and becomes Inactive (O(k) in the
+    /// instances of its variant and worker). Removing it twice is a no-op.
+    pub fn remove_instance(&mut self, instance: usize) -> Result<(), SnapshotError> {
+        let i = self.instance_mut(instance)?;
+        i.state = InstanceState::Inactive;
+        i.queue_len = 0;
+        i.qps = 0.0;
+        let (variant, worker) = (i.variant, i.worker);
+        if self.instance_ids.get(&self.instances[instance].id) == Some(&instance) {
+            self.instance_ids.remove(&self.instances[instance].id);
+        }
+        self.by_variant[variant].retain(|&x| x != instance);
+        self.by_worker[worker].retain(|&x| x != instance);
+        Ok(())
+    }
+
+    /// Marks a worker dead: it leaves the hardware index and its instances leave every index
+    /// (state Inactive) at once. Returns how many instances were removed.
+    pub fn remove_worker(&mut self, id: &str) -> Result<usize, SnapshotError> {
+        let worker = self
+            .worker_ids
+            .remove(id)
+            .ok_or_else(|| SnapshotError::UnknownWorkerId(id.to_owned()))?;
+        self.workers[worker].alive = false;
+        for list in &mut self.by_hardware {
+            list.retain(|&w| w != worker);
+        }
+        let gone = std::mem::take(&mut self.by_worker[worker]);
+        for &instance in &gone {
+            self.remove_instance(instance)?;
+        }
+        Ok(gone.len())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn point(batch: usize, p99_ms: f64) -> LatencyPoint {
+        LatencyPoint {
+            batch,
+            p50_ms: p99_ms * 0.8,
+            p99_ms,
+            mean_ms: p99_ms * 0.9,
+            throughput_per_s: batch as f64 / (p99_ms * 0.9) * 1000.0,
+        }
+    }
+
+    pub(crate) fn variant(id: &str, model: &str, accuracy: f64, p99_b1: f64) -> VariantEntry {
+        VariantEntry {
+            id: id.to_owned(),
+            name: format!("{model}.{id}"),
+            model: model.to_owned(),
+            app: "app".to_owned(),
+            accuracy,
+            hardware: HardwareKind::Cpu,
+            threads: 1,
+            max_batch: 8,
+            load_ms: 100.0,
+            memory_bytes: 1 << 20,
+            latency: vec![
+                point(8, p99_b1 * 4.0),
+                point(1, p99_b1),
+                point(4, p99_b1 * 2.0),
+            ],
+        }
+    }
+
+    pub(crate) fn worker(id: &str, hw: &[HardwareKind], utilisation: f64) -> WorkerEntry {
+        WorkerEntry {
+            id: id.to_owned(),
+            hardware: hw.to_vec(),
+            cores: 8,
+            cores_used: 0,
+            memory_bytes: 16 << 30,
+            memory_used: 0,
+            alive: true,
+            utilisation,
+        }
+    }
+
+    pub(crate) fn instance(id: &str, variant: usize, worker: usize) -> InstanceEntry {
+        InstanceEntry {
+            id: id.to_owned(),
+            variant,
+            worker,
+            state: InstanceState::Active,
+            queue_len: 0,
+            qps: 0.0,
+        }
+    }
+
+    #[test]
+    fn latency_points_are_sorted_and_looked_up() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let s = b.build();
+        let v = &s.variants()[v];
+        assert_eq!(
+            v.latency.iter().map(|p| p.batch).collect::<Vec<_>>(),
+            [1, 4, 8]
+        );
+        assert_eq!(v.latency_at(1).unwrap().0.batch, 1);
+        assert_eq!(v.latency_at(3).unwrap().0.batch, 4);
+        let (last, scale) = v.latency_at(16).unwrap();
+        assert_eq!((last.batch, scale), (8, 2.0));
+    }
+
+    #[test]
+    fn predicted_latency_counts_batches_ahead() {
+        let v = {
+            let mut b = Snapshot::builder();
+            b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+            b.build().variants()[0].clone()
+        };
+        assert_eq!(v.predicted_ms(0, 1), 1.0);
+        assert_eq!(v.predicted_ms(0, 3), 2.0);
+        // Joins a batch of 4 behind 2 rows: p99(4) = 2 ms x (1 + 2/8).
+        assert_eq!(v.predicted_ms(2, 2), 2.5);
+        // Queue of 16: batch of 8 (4 ms) x (1 + 2).
+        assert_eq!(v.predicted_ms(16, 1), 12.0);
+        // 20 rows: three batches of its own at p99(8).
+        assert_eq!(v.predicted_ms(0, 20), 12.0);
+    }
+
+    #[test]
+    fn cost_per_query_shares_the_batch() {
+        let mut v = variant("v", "m", 0.9, 1.0);
+        v.latency.sort_by_key(|p| p.batch);
+        v.threads = 2;
+        v.memory_bytes = 2_000_000_000;
+        let prices = Prices {
+            cpu_core_per_s: 1.0,
+            memory_gb_per_s: 0.5,
+            gpu_per_s: 10.0,
+        };
+        // rate 2 x 1 + 2 GB x 0.5 = 3 per s; mean at batch 1 = 0.9 ms.
+        let c1 = variant_cost_per_query(&v, &prices, 1);
+        assert!((c1 - 3.0 * 0.0009).abs() < 1e-12);
+        // batch 8: mean 3.6 ms shared by 8 rows.
+        let c8 = variant_cost_per_query(&v, &prices, 8);
+        assert!((c8 - 3.0 * 0.0036 / 8.0).abs() < 1e-12);
+        // Batches beyond max_batch are clamped.
+        assert_eq!(variant_cost_per_query(&v, &prices, 64), c8);
+        v.hardware = HardwareKind::Gpu;
+        assert!((variant_cost_per_query(&v, &prices, 1) - 13.0 * 0.0009).abs() < 1e-12);
+    }
+
+    #[test]
+    fn indexes_are_tenant_scoped_and_sorted() {
+        let mut b = Snapshot::builder();
+        let slow = b.add_variant("a", variant("slow", "m1", 0.9, 5.0)).unwrap();
+        let fast = b.add_variant("a", variant("fast", "m1", 0.9, 1.0)).unwrap();
+        let best = b
+            .add_variant("a", variant("best", "m2", 0.99, 9.0))
+            .unwrap();
+        let other = b
+            .add_variant("b", variant("other", "m1", 0.5, 1.0))
+            .unwrap();
+        let s = b.build();
+        assert_eq!(s.app_variants("a", "app"), [best, fast, slow]);
+        assert_eq!(s.model_variants("a", "m1"), [fast, slow]);
+        assert_eq!(s.app_variants("b", "app"), [other]);
+        assert!(s.app_variants("c", "app").is_empty());
+        assert!(s.model_variants("a", "nope").is_empty());
+        assert_eq!(s.variant_index("fast"), Some(fast));
+    }
+
+    #[test]
+    fn invalid_entries_are_refused() {
+        let mut b = Snapshot::builder();
+        let mut v = variant("v", "m", 0.9, 1.0);
+        v.latency.clear();
+        assert!(matches!(
+            b.add_variant("t", v),
+            Err(SnapshotError::InvalidVariant { .. })
+        ));
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        assert!(matches!(
+            b.add_variant("t", variant("v", "m", 0.9, 1.0)),
+            Err(SnapshotError::Duplicate { .. })
+        ));
+        let gpu = b
+            .add_worker(worker("g", &[HardwareKind::Gpu], 0.0))
+            .unwrap();
+        assert!(matches!(
+            b.add_instance(instance("i", v, gpu)),
+            Err(SnapshotError::MissingHardware { .. })
+        ));
+        assert!(matches!(
+            b.add_instance(instance("i", 7, gpu)),
+            Err(SnapshotError::UnknownVariant(7))
+        ));
+    }
+
+    #[test]
+    fn updates_are_in_place_and_removed_workers_drop_their_instances() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w1 = b
+            .add_worker(worker("w1", &[HardwareKind::Cpu], 0.1))
+            .unwrap();
+        let w2 = b
+            .add_worker(worker("w2", &[HardwareKind::Cpu], 0.2))
+            .unwrap();
+        let i1 = b.add_instance(instance("i1", v, w1)).unwrap();
+        let i2 = b.add_instance(instance("i2", v, w2)).unwrap();
+        let mut s = b.build();
+
+        s.set_instance_load(i1, 5, 42.0).unwrap();
+        s.set_instance_state(i1, InstanceState::Overloaded).unwrap();
+        assert_eq!(s.instances()[i1].queue_len, 5);
+        assert_eq!(s.instances()[i1].state, InstanceState::Overloaded);
+        assert!(s.set_instance_load(99, 0, 0.0).is_err());
+
+        assert_eq!(s.remove_worker("w1").unwrap(), 1);
+        assert_eq!(s.variant_instances(v), [i2]);
+        assert_eq!(s.workers_with(HardwareKind::Cpu), [w2]);
+        assert!(!s.workers()[w1].alive);
+        assert_eq!(s.instances()[i1].state, InstanceState::Inactive);
+        assert_eq!(s.worker_index("w1"), None);
+        assert_eq!(s.instance_index("i1"), None);
+        assert!(s.remove_worker("w1").is_err());
+        assert!(matches!(
+            s.add_instance(instance("i3", v, w1)),
+            Err(SnapshotError::DeadWorker { .. })
+        ));
+
+        let peak = s.variants()[v].peak_qps();
+        assert_eq!(peak, 8.0 / 3.6 * 1000.0);
+        let f = InstanceFigures {
+            loaded: true,
+            qps: peak,
+            peak_qps: peak,
+            queue_len: 3,
+            max_batch: 8,
+            p99_ms_observed: Some(4.0),
+            p99_ms_profiled: 4.0,
+        };
+        let t = Thresholds::default();
+        assert_eq!(
+            s.observe_instance(i2, &f, &t),
+            Ok(InstanceState::Overloaded)
+        );
+        assert_eq!(s.instances()[i2].queue_len, 3);
+
+        s.remove_instance(i2).unwrap();
+        s.remove_instance(i2).unwrap();
+        assert!(s.variant_instances(v).is_empty());
+        let i3 = s.add_instance(instance("i3", v, w2)).unwrap();
+        assert_eq!(s.variant_instances(v), [i3]);
+    }
+}

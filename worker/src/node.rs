@@ -1,0 +1,372 @@
+//! The worker node: instances within a thread and memory budget.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use infaas_core::{HardwareKind, Tensor};
+use infaas_executors::batcher::{BatcherConfig, Instance, InstanceError};
+use infaas_executors::engine::{Engine, EngineError, Hardware, OptLevel, SessionConfig};
+use infaas_store::ObjectStore;
+
+use crate::wire::{Heartbeat, InstanceReport, LoadRequest, LoadedReport, WorkerInfo};
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub id: String,
+    pub name: String,
+    pub address: Option<String>,
+    pub cores: usize,
+    /// Intra-op threads instances may reserve in total. Idle sessions use no CPU, so the
+    /// default oversubscribes the cores; the autoscaler watches real utilisation.
+    pub thread_budget: usize,
+    pub memory_budget_bytes: u64,
+    pub gpu: bool,
+    pub max_queue_delay: Duration,
+    /// Rows an instance may queue before answering "queue full".
+    pub queue_capacity_rows: usize,
+    /// Instances idle for longer than this may be evicted to make room for a load.
+    pub evict_idle_after: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("variant '{0}' is not loaded on this worker")]
+    NotLoaded(String),
+    #[error("loading '{variant}' needs {threads} threads and {memory} bytes; the worker has {free_threads} threads and {free_memory} bytes free (budget {thread_budget} threads, {memory_budget} bytes)")]
+    BudgetExceeded {
+        variant: String,
+        threads: usize,
+        memory: u64,
+        free_threads: usize,
+        free_memory: u64,
+        thread_budget: usize,
+        memory_budget: u64,
+    },
+    #[error("this worker has no {0} hardware")]
+    NoHardware(&'static str),
+    #[error("cannot fetch the model file '{key}': {source}")]
+    Fetch {
+        key: String,
+        #[source]
+        source: infaas_store::StoreError,
+    },
+    #[error("cannot load '{variant}': {source}")]
+    Load {
+        variant: String,
+        #[source]
+        source: EngineError,
+    },
+    #[error(transparent)]
+    Instance(#[from] InstanceError),
+}
+
+struct Slot {
+    instance: Instance,
+    req: LoadRequest,
+    last_used: Arc<AtomicU64>,
+}
+
+pub struct WorkerNode {
+    cfg: NodeConfig,
+    objects: Arc<dyn ObjectStore>,
+    slots: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Loads run one at a time so budget checks and evictions do not race.
+    load_lock: tokio::sync::Mutex<()>,
+    started: Instant,
+    cpu_sample: Mutex<Option<(Instant, f64)>>,
+}
+
+fn millis_since(start: Instant) -> u64 {
+    start.elapsed().as_millis() as u64
+}
+
+impl WorkerNode {
+    pub fn new(cfg: NodeConfig, objects: Arc<dyn ObjectStore>) -> WorkerNode {
+        WorkerNode {
+            cfg,
+            objects,
+            slots: Mutex::new(HashMap::new()),
+            load_lock: tokio::sync::Mutex::new(()),
+            started: Instant::now(),
+            cpu_sample: Mutex::new(None),
+        }
+    }
+
+    pub fn info(&self) -> WorkerInfo {
+        let mut hardware = vec![HardwareKind::Cpu];
+        if self.cfg.gpu {
+            hardware.push(HardwareKind::Gpu);
+        }
+        WorkerInfo {
+            id: self.cfg.id.clone(),
+            name: self.cfg.name.clone(),
+            address: self.cfg.address.clone(),
+            hardware,
+            cores: self.cfg.cores,
+            thread_budget: self.cfg.thread_budget,
+            memory_budget_bytes: self.cfg.memory_budget_bytes,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.cfg.id
+    }
+
+    fn slot(&self, variant_id: &str) -> Option<Arc<Slot>> {
+        self.slots.lock().ok()?.get(variant_id).cloned()
+    }
+
+    pub fn is_loaded(&self, variant_id: &str) -> bool {
+        self.slot(variant_id).is_some()
+    }
+
+    fn used(&self) -> (usize, u64) {
+        self.slots
+            .lock()
+            .map(|s| {
+                s.values().fold((0, 0), |(t, m), slot| {
+                    (t + slot.req.threads, m + slot.req.memory_bytes)
+                })
+            })
+            .unwrap_or((0, 0))
+    }
+
+    /// Loads a variant (a no-op when already loaded), evicting idle instances when the
+    /// budget requires it; refuses a load that would exceed the budget.
+    pub async fn load(&self, req: LoadRequest) -> Result<LoadedReport, WorkerError> {
+        let _guard = self.load_lock.lock().await;
+        if self.is_loaded(&req.variant_id) {
+            return Ok(LoadedReport {
+                variant_id: req.variant_id,
+                load_ms: 0.0,
+            });
+        }
+        if req.hardware == HardwareKind::Gpu && !self.cfg.gpu {
+            return Err(WorkerError::NoHardware("gpu"));
+        }
+        self.make_room(&req).await?;
+        let bytes = self
+            .objects
+            .get_bytes(&req.object_key)
+            .await
+            .map_err(|source| WorkerError::Fetch {
+                key: req.object_key.clone(),
+                source,
+            })?;
+        let cfg = SessionConfig {
+            intra_threads: req.threads,
+            optimization: OptLevel::All,
+            hardware: match req.hardware {
+                HardwareKind::Cpu => Hardware::Cpu,
+                HardwareKind::Gpu => Hardware::Cuda,
+            },
+            optimized_model_out: None,
+        };
+        let started = Instant::now();
+        let engine = tokio::task::spawn_blocking(move || Engine::load(bytes.to_vec(), &cfg))
+            .await
+            .map_err(|e| WorkerError::Load {
+                variant: req.variant_name.clone(),
+                source: EngineError::Spawn(std::io::Error::other(e.to_string())),
+            })?
+            .map_err(|source| WorkerError::Load {
+                variant: req.variant_name.clone(),
+                source,
+            })?;
+        let load_ms = started.elapsed().as_secs_f64() * 1e3;
+        let instance = Instance::start(
+            engine,
+            BatcherConfig {
+                max_batch: req.max_batch.max(1),
+                max_queue_delay: self.cfg.max_queue_delay,
+                queue_capacity: self.cfg.queue_capacity_rows.max(req.max_batch),
+            },
+        );
+        tracing::info!(worker = %self.cfg.name, variant = %req.variant_name, load_ms, "variant loaded");
+        let slot = Arc::new(Slot {
+            instance,
+            last_used: Arc::new(AtomicU64::new(millis_since(self.started))),
+            req: req.clone(),
+        });
+        if let Ok(mut slots) = self.slots.lock() {
+            slots.insert(req.variant_id.clone(), slot);
+        }
+        Ok(LoadedReport {
+            variant_id: req.variant_id,
+            load_ms,
+        })
+    }
+
+    async fn make_room(&self, req: &LoadRequest) -> Result<(), WorkerError> {
+        loop {
+            let (threads, memory) = self.used();
+            let fits = threads + req.threads <= self.cfg.thread_budget
+                && memory + req.memory_bytes <= self.cfg.memory_budget_bytes;
+            if fits {
+                return Ok(());
+            }
+            // Evict the least recently used idle instance, if any.
+            let now = millis_since(self.started);
+            let idle_ms = self.cfg.evict_idle_after.as_millis() as u64;
+            let victim = self.slots.lock().ok().and_then(|slots| {
+                slots
+                    .iter()
+                    .filter(|(_, s)| {
+                        let figures = s.instance.figures();
+                        now.saturating_sub(s.last_used.load(Ordering::Relaxed)) >= idle_ms
+                            && figures.queue_rows == 0
+                            && !figures.in_flight
+                    })
+                    .min_by_key(|(_, s)| s.last_used.load(Ordering::Relaxed))
+                    .map(|(id, _)| id.clone())
+            });
+            match victim {
+                Some(id) => {
+                    tracing::info!(worker = %self.cfg.name, variant = %id, "evicting an idle instance to make room");
+                    self.unload(&id);
+                }
+                None => {
+                    return Err(WorkerError::BudgetExceeded {
+                        variant: req.variant_name.clone(),
+                        threads: req.threads,
+                        memory: req.memory_bytes,
+                        free_threads: self.cfg.thread_budget.saturating_sub(threads),
+                        free_memory: self.cfg.memory_budget_bytes.saturating_sub(memory),
+                        thread_budget: self.cfg.thread_budget,
+                        memory_budget: self.cfg.memory_budget_bytes,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Unloads a variant; queued requests finish first. Returns whether it was loaded.
+    pub fn unload(&self, variant_id: &str) -> bool {
+        let slot = self
+            .slots
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(variant_id));
+        match slot {
+            Some(slot) => {
+                slot.instance.shutdown();
+                tracing::info!(worker = %self.cfg.name, variant = %slot.req.variant_name, "variant unloaded");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs a request on a loaded variant.
+    pub async fn infer(
+        &self,
+        variant_id: &str,
+        inputs: Vec<Tensor>,
+    ) -> Result<Vec<Tensor>, WorkerError> {
+        let slot = self
+            .slot(variant_id)
+            .ok_or_else(|| WorkerError::NotLoaded(variant_id.to_string()))?;
+        slot.last_used
+            .store(millis_since(self.started), Ordering::Relaxed);
+        Ok(slot.instance.infer(inputs).await?)
+    }
+
+    /// Busy fraction of the cores since the last call, from the process's CPU time.
+    fn utilisation(&self) -> f64 {
+        let Some(cpu) = process_cpu_seconds() else {
+            return 0.0;
+        };
+        let now = Instant::now();
+        let Ok(mut last) = self.cpu_sample.lock() else {
+            return 0.0;
+        };
+        let u = match *last {
+            Some((t, c)) => {
+                let wall = now.duration_since(t).as_secs_f64();
+                if wall > 0.0 {
+                    ((cpu - c) / (wall * self.cfg.cores.max(1) as f64)).clamp(0.0, 1.0)
+                } else {
+                    0.0
+                }
+            }
+            None => 0.0,
+        };
+        *last = Some((now, cpu));
+        u
+    }
+
+    pub fn heartbeat(&self) -> Heartbeat {
+        let now = millis_since(self.started);
+        let slots: Vec<Arc<Slot>> = self
+            .slots
+            .lock()
+            .map(|s| s.values().cloned().collect())
+            .unwrap_or_default();
+        let instances = slots
+            .iter()
+            .map(|s| {
+                let f = s.instance.figures();
+                InstanceReport {
+                    variant_id: s.req.variant_id.clone(),
+                    variant_name: s.req.variant_name.clone(),
+                    threads: s.req.threads,
+                    max_batch: s.req.max_batch,
+                    memory_bytes: s.req.memory_bytes,
+                    queue_rows: f.queue_rows,
+                    in_flight: f.in_flight,
+                    requests_total: f.requests_total,
+                    rows_total: f.rows_total,
+                    errors_total: f.errors_total,
+                    qps: f.qps,
+                    latency_p50_ms: f.latency_p50_ms,
+                    latency_p99_ms: f.latency_p99_ms,
+                    exec_p50_ms: f.exec_p50_ms,
+                    exec_p99_ms: f.exec_p99_ms,
+                    batch_histogram: f.batch_histogram.clone(),
+                    idle_ms: now.saturating_sub(s.last_used.load(Ordering::Relaxed)),
+                }
+            })
+            .collect();
+        let (threads_used, memory_used_bytes) = self.used();
+        Heartbeat {
+            worker: self.info(),
+            threads_used,
+            memory_used_bytes,
+            utilisation: self.utilisation(),
+            instances,
+        }
+    }
+
+    /// Stops every instance (queued requests finish first).
+    pub fn shutdown(&self) {
+        let ids: Vec<String> = self
+            .slots
+            .lock()
+            .map(|s| s.keys().cloned().collect())
+            .unwrap_or_default();
+        for id in ids {
+            self.unload(&id);
+        }
+    }
+}
+
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// Memory the machine has available now (Linux `/proc/meminfo`), for default budgets.
+pub fn available_memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
