@@ -34,6 +34,8 @@ pub enum AdminCommand {
         #[arg(long, default_value = "cli")]
         name: String,
     },
+    /// Prints the cluster token that worker processes need (`infaas worker --cluster-token`).
+    ClusterToken,
     /// Changes a tenant's quotas.
     SetQuotas {
         tenant: String,
@@ -78,6 +80,9 @@ async fn run_on(db: &Db, config: &Config, cmd: AdminCommand) -> anyhow::Result<(
             eprintln!("created tenant '{}' ({})", tenant.name, tenant.id);
             eprintln!("its admin API key (shown once; keep it safe):");
             println!("{}", key.secret);
+        }
+        AdminCommand::ClusterToken => {
+            println!("{}", crate::server::cluster_token(config, db).await?);
         }
         AdminCommand::ListTenants => {
             println!(

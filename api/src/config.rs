@@ -56,6 +56,43 @@ pub struct Config {
     pub profile_runs: usize,
     /// Time budget per batch size when profiling a variant, in milliseconds.
     pub profile_max_ms_per_batch: u64,
+    /// Address a separate worker process (`infaas worker`) listens on (port 0: any free port).
+    pub worker_listen: SocketAddr,
+    /// Intra-op threads a worker's instances may reserve in total (default 4 x cores: idle
+    /// sessions use no CPU).
+    pub worker_thread_budget: Option<usize>,
+    /// Memory a worker's instances may reserve (default: half of the available memory).
+    pub worker_memory_bytes: Option<u64>,
+    /// Longest wait of a partial batch for more rows while its session is busy, in microseconds.
+    pub max_queue_delay_us: u64,
+    /// Rows an instance may queue before answering 429.
+    pub queue_capacity_rows: usize,
+    /// Instances idle this long may be evicted to make room for another load, in seconds.
+    pub evict_idle_secs: u64,
+    /// A worker whose last heartbeat is older than this is dead, in milliseconds.
+    pub heartbeat_timeout_ms: u64,
+    /// Hardware prices (cost of queries and of scaling decisions).
+    pub prices: Prices,
+}
+
+/// Hardware prices in dollars per second.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Prices {
+    pub cpu_core_per_s: f64,
+    pub memory_gb_per_s: f64,
+    pub gpu_per_s: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        // About the on-demand price of a general-purpose cloud vCPU, GB of memory and GPU.
+        Prices {
+            cpu_core_per_s: 0.0000117,
+            memory_gb_per_s: 0.0000015,
+            gpu_per_s: 0.000147,
+        }
+    }
 }
 
 impl Default for Config {
@@ -80,6 +117,14 @@ impl Default for Config {
             worker_cores: None,
             profile_runs: 30,
             profile_max_ms_per_batch: 500,
+            worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            worker_thread_budget: None,
+            worker_memory_bytes: None,
+            max_queue_delay_us: 2000,
+            queue_capacity_rows: 2048,
+            evict_idle_secs: 30,
+            heartbeat_timeout_ms: 3000,
+            prices: Prices::default(),
         }
     }
 }
@@ -131,6 +176,18 @@ pub struct Overrides {
     pub profile_runs: Option<usize>,
     #[arg(long, env = "INFAAS_PROFILE_MAX_MS_PER_BATCH", global = true)]
     pub profile_max_ms_per_batch: Option<u64>,
+    #[arg(long, env = "INFAAS_WORKER_LISTEN", global = true)]
+    pub worker_listen: Option<SocketAddr>,
+    #[arg(long, env = "INFAAS_WORKER_THREAD_BUDGET", global = true)]
+    pub worker_thread_budget: Option<usize>,
+    #[arg(long, env = "INFAAS_WORKER_MEMORY_BYTES", global = true)]
+    pub worker_memory_bytes: Option<u64>,
+    #[arg(long, env = "INFAAS_MAX_QUEUE_DELAY_US", global = true)]
+    pub max_queue_delay_us: Option<u64>,
+    #[arg(long, env = "INFAAS_QUEUE_CAPACITY_ROWS", global = true)]
+    pub queue_capacity_rows: Option<usize>,
+    #[arg(long, env = "INFAAS_HEARTBEAT_TIMEOUT_MS", global = true)]
+    pub heartbeat_timeout_ms: Option<u64>,
 }
 
 /// Why the configuration could not be loaded.
@@ -179,7 +236,11 @@ impl Config {
             max_upload_bytes,
             shutdown_grace_secs,
             profile_runs,
-            profile_max_ms_per_batch
+            profile_max_ms_per_batch,
+            worker_listen,
+            max_queue_delay_us,
+            queue_capacity_rows,
+            heartbeat_timeout_ms
         );
         set_opt!(
             database_url,
@@ -189,7 +250,9 @@ impl Config {
             jwt_secret,
             ort_dylib_path,
             cluster_token,
-            worker_cores
+            worker_cores,
+            worker_thread_budget,
+            worker_memory_bytes
         );
         cfg.validate()?;
         Ok(cfg)

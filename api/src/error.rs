@@ -32,6 +32,12 @@ pub enum ApiError {
     QuotaExceeded(String),
     #[error("{0}")]
     Unavailable(String),
+    /// No variant meets the query's requirements; `suggestion` is the closest one.
+    #[error("{message}")]
+    Unsatisfiable {
+        message: String,
+        suggestion: Option<serde_json::Value>,
+    },
     /// Any status with its message (rejections of axum's extractors).
     #[error("{message}")]
     Status { status: StatusCode, message: String },
@@ -60,6 +66,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unsatisfiable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Status { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -77,6 +84,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::QuotaExceeded(_) => "quota_exceeded",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Unsatisfiable { .. } => "unsatisfiable",
             ApiError::Status { status, .. } => match *status {
                 StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
                 StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
@@ -141,7 +149,21 @@ impl IntoResponse for ApiError {
             error: message,
             error_type: self.error_type().to_string(),
         };
-        let mut resp = (status, axum::Json(body)).into_response();
+        let mut resp = match &self {
+            ApiError::Unsatisfiable {
+                suggestion: Some(s),
+                ..
+            } => (
+                status,
+                axum::Json(serde_json::json!({
+                    "error": body.error,
+                    "error_type": body.error_type,
+                    "suggestion": s,
+                })),
+            )
+                .into_response(),
+            _ => (status, axum::Json(body)).into_response(),
+        };
         if let ApiError::RateLimited {
             retry_after_secs, ..
         } = &self

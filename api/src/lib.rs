@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod auth;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod metrics;
@@ -11,5 +12,7 @@ pub mod quota;
 pub mod registry;
 pub mod routes;
 pub mod server;
+pub mod serving;
 pub mod state;
 pub mod telemetry;
+pub mod usage;

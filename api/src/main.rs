@@ -79,12 +79,14 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Serve => infaas_api::server::serve(config).await,
             Command::Admin { command } => infaas_api::admin::run(&config, command).await,
-            Command::Worker { controller } => Err(anyhow::anyhow!(
-                "separate worker processes (controller {controller}) are not available in this version; `infaas serve` runs an embedded worker"
-            )),
+            Command::Worker { controller } => {
+                infaas_api::cluster::worker_process::run(config, controller).await
+            }
             Command::Openapi => Ok(()),
             Command::Login => infaas_api::client::login(&cli.client).await,
-            Command::Models { command } => infaas_api::client::run_models(&cli.client, command).await,
+            Command::Models { command } => {
+                infaas_api::client::run_models(&cli.client, command).await
+            }
             Command::Apps { command } => infaas_api::client::run_apps(&cli.client, command).await,
         }
     });

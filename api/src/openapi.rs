@@ -27,6 +27,10 @@ use crate::routes;
         routes::models::delete,
         routes::models::list_apps,
         routes::models::show_app,
+        routes::infer::infer_app,
+        routes::infer::infer_model,
+        routes::cluster::workers,
+        routes::cluster::usage,
     ),
     components(schemas(crate::error::ErrorBody)),
     modifiers(&BearerAuth),
@@ -36,6 +40,8 @@ use crate::routes;
         (name = "api-keys", description = "API keys of a tenant (admin)"),
         (name = "models", description = "Model registry: registration, variants, profiles"),
         (name = "apps", description = "Applications"),
+        (name = "inference", description = "Online queries: model-less by application, or by model. The Open Inference Protocol (v2) is served under /v2"),
+        (name = "cluster", description = "Workers and their instances"),
     )
 )]
 pub struct ApiDoc;

@@ -20,6 +20,18 @@ use crate::routes;
 use crate::state::{AppState, Inner};
 
 const JWT_SECRET_SETTING: &str = "jwt_hs256_secret";
+const CLUSTER_TOKEN_SETTING: &str = "cluster_token";
+
+/// The cluster token in force: configured, or generated once and kept in the database.
+pub async fn cluster_token(config: &Config, db: &Db) -> anyhow::Result<String> {
+    Ok(match &config.cluster_token {
+        Some(t) => t.clone(),
+        None => {
+            let fresh = hex::encode(rand::random::<[u8; 24]>());
+            db.setting_or_insert(CLUSTER_TOKEN_SETTING, &fresh).await?
+        }
+    })
+}
 
 /// Connects to the database and object store and prepares the shared state.
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
@@ -53,7 +65,24 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             tracing::error!(error = %e, "ONNX Runtime is not available: models cannot be registered or served")
         }
     }
+    let cluster_token = cluster_token(&config, &db).await?;
+    let node = Arc::new(infaas_worker::WorkerNode::new(
+        crate::cluster::node_config(
+            &config,
+            format!("embedded-{}", uuid::Uuid::new_v4()),
+            "embedded".into(),
+            None,
+        ),
+        objects.clone(),
+    ));
+    let cluster = crate::cluster::Cluster::new(db.clone(), &config, Some(node));
+    if let Err(e) = cluster.refresh_catalog().await {
+        tracing::error!(error = %e, "cannot load the serving catalog");
+    }
     Ok(AppState::new(Inner {
+        cluster,
+        usage: Arc::new(crate::usage::UsageRecorder::default()),
+        cluster_token,
         db,
         objects,
         tokens,
@@ -90,7 +119,30 @@ pub fn router(state: AppState) -> Router {
             get(routes::models::show).delete(routes::models::delete),
         )
         .route("/apps", get(routes::models::list_apps))
-        .route("/apps/{app}", get(routes::models::show_app));
+        .route("/apps/{app}", get(routes::models::show_app))
+        .route("/apps/{app}/usage", get(routes::cluster::usage))
+        .route("/apps/{app}/infer", post(routes::infer::infer_app))
+        .route("/models/{name}/infer", post(routes::infer::infer_model))
+        .route("/workers", get(routes::cluster::workers));
+    let v2 = Router::new()
+        .route("/", get(routes::v2::server))
+        .route("/health/live", get(routes::v2::live))
+        .route("/health/ready", get(routes::v2::ready))
+        .route("/models/{name}", get(routes::v2::model))
+        .route("/models/{name}/ready", get(routes::v2::model_ready))
+        .route("/models/{name}/infer", post(routes::v2::infer))
+        .route(
+            "/models/{name}/versions/{version}",
+            get(routes::v2::model_version),
+        )
+        .route(
+            "/models/{name}/versions/{version}/ready",
+            get(routes::v2::model_version_ready),
+        )
+        .route(
+            "/models/{name}/versions/{version}/infer",
+            post(routes::v2::infer_version),
+        );
     Router::new()
         .route("/", get(routes::health::index))
         .route("/openapi.json", get(routes::health::openapi))
@@ -98,6 +150,8 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(routes::health::readyz))
         .route("/metrics", get(routes::health::metrics))
         .nest("/v1", v1)
+        .nest("/v2", v2)
+        .route("/cluster/heartbeat", post(routes::cluster::heartbeat))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
@@ -152,6 +206,12 @@ impl Server {
         let addr = listener.local_addr()?;
         let shutdown = CancellationToken::new();
         crate::registry::Registry::start(state.clone(), shutdown.clone());
+        tokio::spawn(state.cluster.clone().run(shutdown.clone()));
+        tokio::spawn(state.usage.clone().run(
+            state.db.clone(),
+            Duration::from_secs(5),
+            shutdown.clone(),
+        ));
         let app = router(state.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {
@@ -171,12 +231,16 @@ impl Server {
     pub async fn stop(self, grace: Duration) -> anyhow::Result<()> {
         self.shutdown.cancel();
         let db = self.state.db.clone();
-        match tokio::time::timeout(grace, self.handle).await {
+        let mut handle = self.handle;
+        match tokio::time::timeout(grace, &mut handle).await {
             Ok(joined) => joined??,
-            Err(_) => tracing::warn!(
-                "in-flight requests did not finish within {} s",
-                grace.as_secs()
-            ),
+            Err(_) => {
+                tracing::warn!(
+                    "in-flight requests did not finish within {} s; closing them",
+                    grace.as_secs()
+                );
+                handle.abort();
+            }
         }
         db.close().await;
         Ok(())

@@ -23,6 +23,10 @@ pub struct Inner {
     pub limiter: RateLimiter,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     pub registry: crate::registry::Registry,
+    pub cluster: Arc<crate::cluster::Cluster>,
+    pub usage: Arc<crate::usage::UsageRecorder>,
+    /// Shared secret of worker <-> controller traffic.
+    pub cluster_token: String,
     /// The ONNX Runtime library in use, or why it could not be loaded.
     pub runtime: Result<std::path::PathBuf, String>,
 }

@@ -24,8 +24,67 @@ on_both_pairs!(
 /// EVERY NEW ROUTE WITH AN ID (OR NAME) IN ITS PATH MUST BE ADDED HERE, with its resource
 /// created in `resources_of_a`, so that tenant B reaching tenant A's resource is proven to
 /// answer exactly like a missing one and to change nothing.
-const FOREIGN_ID_ROUTES: &[(&str, &str, Option<&str>)] =
-    &[("DELETE", "/v1/api-keys/{api_key_id}", None)];
+const FOREIGN_ID_ROUTES: &[(&str, &str, Option<&str>)] = &[
+    ("DELETE", "/v1/api-keys/{api_key_id}", None),
+    ("GET", "/v1/models/{model}", None),
+    ("GET", "/v1/apps/{app}", None),
+    ("GET", "/v1/apps/{app}/usage", None),
+    ("POST", "/v1/models/{model}/infer", Some(INFER_BODY)),
+    ("POST", "/v1/apps/{app}/infer", Some(INFER_BODY)),
+    ("GET", "/v2/models/{model}", None),
+    ("POST", "/v2/models/{model}/infer", Some(INFER_BODY)),
+    ("POST", "/v2/models/{app}/infer", Some(INFER_BODY)),
+    // Deleting comes last: it must not delete tenant A's model either.
+    ("DELETE", "/v1/models/{model}", None),
+];
+
+/// A valid query for the zoo's digits models (64 features).
+const INFER_BODY: &str = r#"{"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": [0,0,5,13,9,1,0,0,0,0,13,15,10,15,5,0,0,3,15,2,0,11,8,0,0,4,12,0,0,8,8,0,0,5,8,0,0,9,8,0,0,4,11,0,1,12,7,0,0,2,14,5,10,12,0,0,0,0,6,13,10,0,0,0]}]}"#;
+
+/// Registers the zoo's logistic regression as tenant A's model and waits until it serves.
+async fn register_model_of_a(s: &TestServer, admin_a: &str) {
+    let zoo = concat!(env!("CARGO_MANIFEST_DIR"), "/../zoo/");
+    let file = |name: &str| {
+        reqwest::multipart::Part::bytes(std::fs::read(format!("{zoo}{name}")).unwrap())
+            .file_name(name.to_string())
+    };
+    let form = reqwest::multipart::Form::new()
+        .text("name", "secret-model")
+        .text("app", "secret-app")
+        .part("model", file("digits-logreg.onnx"))
+        .part("validation", file("digits-val.npz"));
+    let (status, body) = json(
+        s.send(
+            s.authed(Method::POST, "/v1/models", admin_a)
+                .multipart(form),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let start = std::time::Instant::now();
+    loop {
+        let (status, m) = s.get("/v1/models/secret-model", admin_a).await;
+        assert_eq!(status, StatusCode::OK, "{m}");
+        if m["status"] == "ready" {
+            break;
+        }
+        assert_ne!(m["status"], "failed", "{m}");
+        assert!(start.elapsed().as_secs() < 120, "model not ready: {m}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // Tenant A can query it (so B's 404 below is isolation, not a broken model).
+    let (status, answer) = json(
+        s.send(
+            s.authed(Method::POST, "/v1/apps/secret-app/infer", admin_a)
+                .header("content-type", "application/json")
+                .body(INFER_BODY),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}
 
 /// Resources of tenant A by placeholder name, made through the API as A's admin.
 async fn resources_of_a(s: &TestServer, admin_a: &str) -> BTreeMap<&'static str, String> {
@@ -38,8 +97,11 @@ async fn resources_of_a(s: &TestServer, admin_a: &str) -> BTreeMap<&'static str,
     )
     .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
+    register_model_of_a(s, admin_a).await;
     // A member key: if isolation failed, revoking it would succeed (no last-admin rule).
     let mut r = BTreeMap::new();
+    r.insert("model", "secret-model".to_string());
+    r.insert("app", "secret-app".to_string());
     r.insert(
         "api_key_id",
         created["key"]["id"].as_str().unwrap().to_string(),
@@ -118,6 +180,12 @@ async fn foreign_ids_look_missing(b: &Backends) {
     }
 
     // Tenant A's resources are untouched.
+    let (status, m) = s.get("/v1/models/secret-model", &admin_a).await;
+    assert_eq!(
+        (status, m["status"].as_str()),
+        (StatusCode::OK, Some("ready")),
+        "{m}"
+    );
     let (status, list) = s.get("/v1/api-keys", &admin_a).await;
     assert_eq!(status, StatusCode::OK);
     let keys = list["keys"].as_array().unwrap();

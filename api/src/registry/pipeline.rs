@@ -95,6 +95,9 @@ async fn process(state: &AppState, model_id: &str, shutdown: &CancellationToken)
     let started = std::time::Instant::now();
     match run(state, &model, shutdown).await {
         Ok(n) => {
+            if let Err(e) = state.cluster.refresh_catalog().await {
+                tracing::warn!(error = %e, "cannot refresh the serving catalog");
+            }
             tracing::info!(model = %model.name, variants = n, secs = started.elapsed().as_secs_f64(), "model ready");
         }
         Err(PipelineError::Shutdown) => {

@@ -2,5 +2,8 @@
 
 pub mod api_keys;
 pub mod auth;
+pub mod cluster;
 pub mod health;
+pub mod infer;
 pub mod models;
+pub mod v2;

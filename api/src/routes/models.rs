@@ -237,6 +237,9 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     let m = state.db.delete_model(&p.tenant_id, &name).await?;
     upload::remove_model_objects(&state, &m.id).await;
+    if let Err(e) = state.cluster.refresh_catalog().await {
+        tracing::warn!(error = %e, "cannot refresh the serving catalog");
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -1,0 +1,547 @@
+//! The controller's view of the cluster: workers (the embedded one and remote processes),
+//! their heartbeats and liveness, the state machine of every instance, and the selection
+//! index (a [`Snapshot`]) that queries read without locks held across awaits.
+
+pub mod remote;
+pub mod schema;
+pub mod worker_process;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use infaas_core::{HardwareKind, Tensor};
+use infaas_scheduler::{
+    next_state, peak_qps, InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot,
+    Thresholds, VariantEntry, WorkerEntry,
+};
+use infaas_store::{CatalogEntry, Db};
+use infaas_worker::{Heartbeat, InstanceReport, LoadRequest, NodeConfig, WorkerError, WorkerNode};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use remote::{RemoteError, RemoteWorker};
+
+/// Settings of the embedded worker or a worker process.
+pub fn node_config(
+    config: &Config,
+    id: String,
+    name: String,
+    address: Option<String>,
+) -> NodeConfig {
+    let cores = config.worker_cores();
+    NodeConfig {
+        id,
+        name,
+        address,
+        cores,
+        thread_budget: config.worker_thread_budget.unwrap_or(cores * 4),
+        memory_budget_bytes: config.worker_memory_bytes.unwrap_or_else(|| {
+            infaas_worker::node::available_memory_bytes()
+                .map(|m| m / 2)
+                .unwrap_or(4 << 30)
+        }),
+        gpu: infaas_executors::runtime::gpu_available(),
+        max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
+        queue_capacity_rows: config.queue_capacity_rows,
+        evict_idle_after: Duration::from_secs(config.evict_idle_secs),
+    }
+}
+
+/// Why a call to a worker failed, as the query path sees it.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The instance's queue is full: answer 429.
+    #[error("{0}")]
+    Overloaded(String),
+    /// The request does not fit the model: answer 400.
+    #[error("{0}")]
+    BadInput(String),
+    /// The variant is not (or no longer) loaded on the worker.
+    #[error("the variant is not loaded on the worker")]
+    NotLoaded,
+    /// The worker failed or could not be reached: retry elsewhere.
+    #[error("{0}")]
+    Worker(String),
+}
+
+impl From<WorkerError> for CallError {
+    fn from(e: WorkerError) -> Self {
+        use infaas_executors::batcher::InstanceError;
+        match e {
+            WorkerError::Instance(InstanceError::QueueFull { .. }) => {
+                CallError::Overloaded(e.to_string())
+            }
+            WorkerError::Instance(InstanceError::BadInput(_)) => CallError::BadInput(e.to_string()),
+            WorkerError::NotLoaded(_) => CallError::NotLoaded,
+            other => CallError::Worker(other.to_string()),
+        }
+    }
+}
+
+impl From<RemoteError> for CallError {
+    fn from(e: RemoteError) -> Self {
+        match &e {
+            RemoteError::Status { status, message } if status.as_u16() == 429 => {
+                CallError::Overloaded(message.clone())
+            }
+            RemoteError::Status { status, message } if status.as_u16() == 400 => {
+                CallError::BadInput(message.clone())
+            }
+            RemoteError::Status { status, .. } if status.as_u16() == 404 => CallError::NotLoaded,
+            _ => CallError::Worker(e.to_string()),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub enum WorkerHandle {
+    Local(Arc<WorkerNode>),
+    Remote(RemoteWorker),
+}
+
+impl WorkerHandle {
+    pub async fn load(&self, req: &LoadRequest) -> Result<f64, CallError> {
+        match self {
+            WorkerHandle::Local(n) => Ok(n.load(req.clone()).await?.load_ms),
+            WorkerHandle::Remote(r) => Ok(r.load(req).await?.load_ms),
+        }
+    }
+
+    pub async fn unload(&self, variant_id: &str) -> Result<(), CallError> {
+        match self {
+            WorkerHandle::Local(n) => {
+                n.unload(variant_id);
+                Ok(())
+            }
+            WorkerHandle::Remote(r) => Ok(r.unload(variant_id).await?),
+        }
+    }
+
+    pub async fn infer(
+        &self,
+        variant_id: &str,
+        inputs: Vec<Tensor>,
+    ) -> Result<Vec<Tensor>, CallError> {
+        match self {
+            WorkerHandle::Local(n) => Ok(n.infer(variant_id, inputs).await?),
+            WorkerHandle::Remote(r) => Ok(r.infer(variant_id, inputs).await?),
+        }
+    }
+}
+
+struct WorkerSlot {
+    handle: WorkerHandle,
+    beat: Heartbeat,
+    last_seen: Instant,
+    alive: bool,
+}
+
+/// A variant in the index with what serving needs beyond the selector's entry.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub entry: CatalogEntry,
+    pub inputs: Vec<schema::InputSpec>,
+}
+
+pub struct Cluster {
+    db: Db,
+    prices: Prices,
+    thresholds: Thresholds,
+    heartbeat_timeout: Duration,
+    local: Option<Arc<WorkerNode>>,
+    workers: RwLock<HashMap<String, WorkerSlot>>,
+    catalog: RwLock<Arc<HashMap<String, Served>>>,
+    states: Mutex<HashMap<String, InstanceState>>,
+    snapshot: RwLock<Arc<Snapshot>>,
+}
+
+/// Instance ids in the index: `{worker id}/{variant id}`.
+pub fn instance_id(worker: &str, variant: &str) -> String {
+    format!("{worker}/{variant}")
+}
+
+impl Cluster {
+    pub fn new(db: Db, config: &Config, local: Option<Arc<WorkerNode>>) -> Arc<Cluster> {
+        let cluster = Arc::new(Cluster {
+            db,
+            prices: Prices {
+                cpu_core_per_s: config.prices.cpu_core_per_s,
+                memory_gb_per_s: config.prices.memory_gb_per_s,
+                gpu_per_s: config.prices.gpu_per_s,
+            },
+            thresholds: Thresholds::default(),
+            heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
+            local: local.clone(),
+            workers: RwLock::new(HashMap::new()),
+            catalog: RwLock::new(Arc::new(HashMap::new())),
+            states: Mutex::new(HashMap::new()),
+            snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
+        });
+        if let Some(node) = local {
+            cluster.upsert_worker(WorkerHandle::Local(node.clone()), node.heartbeat());
+        }
+        cluster
+    }
+
+    pub fn prices(&self) -> &Prices {
+        &self.prices
+    }
+
+    /// The selection index as of the last change.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    pub fn served(&self, variant_id: &str) -> Option<Served> {
+        self.catalog.read().ok()?.get(variant_id).cloned()
+    }
+
+    /// Every served variant of an application or model of a tenant.
+    pub fn served_of(&self, tenant: &str, app: Option<&str>, model: Option<&str>) -> Vec<Served> {
+        self.catalog
+            .read()
+            .map(|c| {
+                c.values()
+                    .filter(|s| s.entry.tenant_id == tenant)
+                    .filter(|s| app.is_none_or(|a| s.entry.app == a))
+                    .filter(|s| model.is_none_or(|m| s.entry.model == m))
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn handle(&self, worker_id: &str) -> Option<WorkerHandle> {
+        let workers = self.workers.read().ok()?;
+        workers
+            .get(worker_id)
+            .filter(|w| w.alive)
+            .map(|w| w.handle.clone())
+    }
+
+    fn upsert_worker(&self, handle: WorkerHandle, beat: Heartbeat) {
+        if let Ok(mut workers) = self.workers.write() {
+            let id = beat.worker.id.clone();
+            match workers.get_mut(&id) {
+                Some(slot) => {
+                    slot.beat = beat;
+                    slot.last_seen = Instant::now();
+                    slot.alive = true;
+                }
+                None => {
+                    tracing::info!(worker = %beat.worker.name, address = ?beat.worker.address, "worker joined");
+                    workers.insert(
+                        id,
+                        WorkerSlot {
+                            handle,
+                            beat,
+                            last_seen: Instant::now(),
+                            alive: true,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// A heartbeat of a remote worker: registers it when new.
+    pub fn on_heartbeat(&self, beat: Heartbeat, token: &str) {
+        let handle = beat
+            .worker
+            .address
+            .as_deref()
+            .map(|a| WorkerHandle::Remote(RemoteWorker::new(a, token)));
+        if let Some(handle) = handle {
+            self.upsert_worker(handle, beat);
+            self.rebuild();
+        }
+    }
+
+    /// Marks a worker dead at once (it failed a call); its next heartbeat revives it.
+    pub fn suspect(&self, worker_id: &str) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if !matches!(w.handle, WorkerHandle::Local(_)) && w.alive {
+                    tracing::warn!(worker = %w.beat.worker.name, "worker failed a call; taken out of the index");
+                    w.alive = false;
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Records a load that just completed so the next query sees the instance.
+    pub fn loaded(&self, worker_id: &str, req: &LoadRequest) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if !w
+                    .beat
+                    .instances
+                    .iter()
+                    .any(|i| i.variant_id == req.variant_id)
+                {
+                    w.beat.threads_used += req.threads;
+                    w.beat.memory_used_bytes += req.memory_bytes;
+                    w.beat.instances.push(InstanceReport {
+                        variant_id: req.variant_id.clone(),
+                        variant_name: req.variant_name.clone(),
+                        threads: req.threads,
+                        max_batch: req.max_batch,
+                        memory_bytes: req.memory_bytes,
+                        queue_rows: 0,
+                        in_flight: false,
+                        requests_total: 0,
+                        rows_total: 0,
+                        errors_total: 0,
+                        qps: 0.0,
+                        latency_p50_ms: 0.0,
+                        latency_p99_ms: 0.0,
+                        exec_p50_ms: 0.0,
+                        exec_p99_ms: 0.0,
+                        batch_histogram: Vec::new(),
+                        idle_ms: 0,
+                    });
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Reloads the served variants from the database.
+    pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
+        let entries = self.db.serving_catalog().await?;
+        let map: HashMap<String, Served> = entries
+            .into_iter()
+            .map(|e| {
+                let inputs = schema::inputs_of(e.signature.as_ref());
+                (e.variant.id.clone(), Served { entry: e, inputs })
+            })
+            .collect();
+        let changed = self
+            .catalog
+            .read()
+            .map(|c| c.len() != map.len() || map.keys().any(|k| !c.contains_key(k)))
+            .unwrap_or(true);
+        if changed {
+            if let Ok(mut c) = self.catalog.write() {
+                *c = Arc::new(map);
+            }
+            self.rebuild();
+        }
+        Ok(())
+    }
+
+    /// One monitoring period: the embedded worker's figures, liveness, instance states.
+    pub fn tick(&self) {
+        if let Some(node) = &self.local {
+            self.upsert_worker(WorkerHandle::Local(node.clone()), node.heartbeat());
+        }
+        if let Ok(mut workers) = self.workers.write() {
+            for w in workers.values_mut() {
+                let stale = w.last_seen.elapsed() > self.heartbeat_timeout;
+                if w.alive && stale && !matches!(w.handle, WorkerHandle::Local(_)) {
+                    tracing::warn!(worker = %w.beat.worker.name, "no heartbeat: worker marked dead");
+                    w.alive = false;
+                }
+            }
+            // Forget workers that have been dead for a long time.
+            workers.retain(|_, w| w.alive || w.last_seen.elapsed() < self.heartbeat_timeout * 20);
+        }
+        self.update_states();
+        self.rebuild();
+    }
+
+    fn update_states(&self) {
+        let catalog = self.catalog.read().map(|c| c.clone()).unwrap_or_default();
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        let Ok(mut states) = self.states.lock() else {
+            return;
+        };
+        let mut seen = std::collections::HashSet::new();
+        for w in workers.values().filter(|w| w.alive) {
+            for i in &w.beat.instances {
+                let id = instance_id(&w.beat.worker.id, &i.variant_id);
+                let Some(served) = catalog.get(&i.variant_id) else {
+                    continue;
+                };
+                let v = &served.entry.variant;
+                let typical = v
+                    .latency
+                    .iter()
+                    .find(|p| p.batch >= typical_batch(i))
+                    .or(v.latency.last());
+                let (peak, p99_profiled) = match (
+                    v.latency
+                        .iter()
+                        .find(|p| p.batch >= v.max_batch)
+                        .or(v.latency.last()),
+                    typical,
+                ) {
+                    (Some(max), Some(t)) => (peak_qps(max.batch, max.mean_ms), t.p99_ms),
+                    _ => continue,
+                };
+                let figures = InstanceFigures {
+                    loaded: true,
+                    qps: i.qps,
+                    peak_qps: peak,
+                    queue_len: i.queue_rows,
+                    max_batch: i.max_batch,
+                    p99_ms_observed: (i.requests_total > 0 && i.exec_p99_ms > 0.0)
+                        .then_some(i.exec_p99_ms),
+                    p99_ms_profiled: p99_profiled,
+                };
+                let prev = states.get(&id).copied().unwrap_or(InstanceState::Inactive);
+                let next = next_state(prev, &figures, &self.thresholds);
+                if next != prev {
+                    tracing::info!(instance = %id, variant = %i.variant_name, from = prev.as_str(), to = next.as_str(), "instance state changed");
+                }
+                states.insert(id.clone(), next);
+                seen.insert(id);
+            }
+        }
+        states.retain(|id, _| seen.contains(id));
+    }
+
+    /// Rebuilds the selection index from the catalog, live workers and their instances.
+    pub fn rebuild(&self) {
+        let catalog = self.catalog.read().map(|c| c.clone()).unwrap_or_default();
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut b = Snapshot::builder();
+        let mut keys: Vec<&String> = catalog.keys().collect();
+        keys.sort();
+        for id in keys {
+            let Some(s) = catalog.get(id) else { continue };
+            let v = &s.entry.variant;
+            let entry = VariantEntry {
+                id: v.id.clone(),
+                name: v.name.clone(),
+                model: s.entry.model.clone(),
+                app: schema::app_key(&s.entry.app, &schema::model_key(&s.inputs)),
+                accuracy: v.accuracy.unwrap_or(0.0),
+                hardware: v.hardware,
+                threads: v.threads,
+                max_batch: v.max_batch,
+                load_ms: v.load_ms.unwrap_or(0.0),
+                memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
+                latency: v.latency.clone(),
+            };
+            if let Err(e) = b.add_variant(&s.entry.tenant_id, entry) {
+                tracing::debug!(variant = %v.name, error = %e, "variant left out of the index");
+            }
+        }
+        let mut worker_idx = HashMap::new();
+        for w in workers.values() {
+            // Instances idle long enough to be evicted do not count against the budget.
+            let evictable: (usize, u64) = w
+                .beat
+                .instances
+                .iter()
+                .filter(|i| i.idle_ms > 30_000 && i.queue_rows == 0 && !i.in_flight)
+                .fold((0, 0), |(t, m), i| (t + i.threads, m + i.memory_bytes));
+            let entry = WorkerEntry {
+                id: w.beat.worker.id.clone(),
+                hardware: w.beat.worker.hardware.clone(),
+                cores: w.beat.worker.thread_budget,
+                cores_used: w.beat.threads_used.saturating_sub(evictable.0),
+                memory_bytes: w.beat.worker.memory_budget_bytes,
+                memory_used: w.beat.memory_used_bytes.saturating_sub(evictable.1),
+                alive: w.alive,
+                utilisation: w.beat.utilisation,
+            };
+            if let Ok(idx) = b.add_worker(entry) {
+                worker_idx.insert(w.beat.worker.id.clone(), idx);
+            }
+        }
+        let mut snapshot = b.build();
+        for w in workers.values().filter(|w| w.alive) {
+            let Some(&widx) = worker_idx.get(&w.beat.worker.id) else {
+                continue;
+            };
+            for i in &w.beat.instances {
+                let Some(vidx) = snapshot.variant_index(&i.variant_id) else {
+                    continue;
+                };
+                let id = instance_id(&w.beat.worker.id, &i.variant_id);
+                let state = states.get(&id).copied().unwrap_or(InstanceState::Active);
+                let _ = snapshot.add_instance(InstanceEntry {
+                    id,
+                    variant: vidx,
+                    worker: widx,
+                    state,
+                    queue_len: i.queue_rows,
+                    qps: i.qps,
+                });
+            }
+        }
+        if let Ok(mut s) = self.snapshot.write() {
+            *s = Arc::new(snapshot);
+        }
+    }
+
+    /// Monitoring loop: figures and states every second, the catalog every two.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut n = 0u64;
+        loop {
+            if n.is_multiple_of(2) {
+                if let Err(e) = self.refresh_catalog().await {
+                    tracing::error!(error = %e, "cannot refresh the serving catalog");
+                }
+            }
+            self.tick();
+            n += 1;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    /// Workers as the API shows them.
+    pub fn workers_view(&self) -> Vec<(Heartbeat, bool, u64)> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .map(|s| {
+                        (
+                            s.beat.clone(),
+                            s.alive,
+                            s.last_seen.elapsed().as_millis() as u64,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn instance_state(&self, worker: &str, variant: &str) -> InstanceState {
+        self.states
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&instance_id(worker, variant)).copied())
+            .unwrap_or(InstanceState::Active)
+    }
+
+    pub fn hardware_of(&self, variant_id: &str) -> HardwareKind {
+        self.served(variant_id)
+            .map(|s| s.entry.variant.hardware)
+            .unwrap_or(HardwareKind::Cpu)
+    }
+}
+
+fn typical_batch(i: &InstanceReport) -> usize {
+    i.batch_histogram
+        .iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(b, _)| *b)
+        .unwrap_or(1)
+}

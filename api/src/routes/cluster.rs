@@ -1,0 +1,219 @@
+//! Worker-facing routes of the controller (cluster token), and the tenant views of
+//! workers and usage.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use infaas_core::time::now_ms;
+use infaas_worker::Heartbeat;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::cluster::worker_process::constant_time_eq;
+use crate::error::{ApiError, ApiResult, ErrorBody, Json, Query};
+use crate::state::AppState;
+
+/// `POST /cluster/heartbeat`: a worker process reports itself (and registers when new).
+pub async fn heartbeat(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Json(beat): Json<Heartbeat>,
+) -> ApiResult<StatusCode> {
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if !constant_time_eq(given.as_bytes(), state.cluster_token.as_bytes()) {
+        return Err(ApiError::Unauthorized(
+            "missing or wrong cluster token".into(),
+        ));
+    }
+    if beat.worker.address.is_none() {
+        return Err(ApiError::BadRequest(
+            "a worker heartbeat needs the worker's address".into(),
+        ));
+    }
+    state.cluster.on_heartbeat(beat, &state.cluster_token);
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct InstanceView {
+    pub variant: String,
+    /// `active`, `overloaded`, `interfered` or `inactive`.
+    pub state: String,
+    pub threads: usize,
+    pub max_batch: usize,
+    pub queue_rows: usize,
+    /// Rows served per second over the last window.
+    pub qps: f64,
+    pub requests_total: u64,
+    pub latency_p50_ms: f64,
+    pub latency_p99_ms: f64,
+    /// Batch sizes served: `[batch rows, count]`.
+    pub batch_histogram: Vec<(usize, u64)>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct WorkerView {
+    pub id: String,
+    pub name: String,
+    pub address: Option<String>,
+    pub alive: bool,
+    pub hardware: Vec<String>,
+    pub cores: usize,
+    pub thread_budget: usize,
+    pub threads_used: usize,
+    pub memory_budget_bytes: u64,
+    pub memory_used_bytes: u64,
+    /// Busy fraction of the cores, in [0, 1].
+    pub utilisation: f64,
+    pub last_heartbeat_ms_ago: u64,
+    /// The caller's instances on this worker (other tenants' are not shown).
+    pub instances: Vec<InstanceView>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct WorkerList {
+    pub workers: Vec<WorkerView>,
+}
+
+/// Workers with their hardware, utilisation and the caller's instances.
+#[utoipa::path(get, path = "/v1/workers", tag = "cluster", security(("bearer" = [])),
+    responses((status = 200, body = WorkerList), (status = 401, body = ErrorBody)))]
+pub async fn workers(State(state): State<AppState>, p: Principal) -> ApiResult<Json<WorkerList>> {
+    let mut workers: Vec<WorkerView> = state
+        .cluster
+        .workers_view()
+        .into_iter()
+        .map(|(beat, alive, ago)| WorkerView {
+            instances: beat
+                .instances
+                .iter()
+                .filter(|i| {
+                    state
+                        .cluster
+                        .served(&i.variant_id)
+                        .is_some_and(|s| s.entry.tenant_id == p.tenant_id)
+                })
+                .map(|i| InstanceView {
+                    variant: i.variant_name.clone(),
+                    state: state
+                        .cluster
+                        .instance_state(&beat.worker.id, &i.variant_id)
+                        .as_str()
+                        .into(),
+                    threads: i.threads,
+                    max_batch: i.max_batch,
+                    queue_rows: i.queue_rows,
+                    qps: i.qps,
+                    requests_total: i.requests_total,
+                    latency_p50_ms: i.latency_p50_ms,
+                    latency_p99_ms: i.latency_p99_ms,
+                    batch_histogram: i.batch_histogram.clone(),
+                })
+                .collect(),
+            id: beat.worker.id.clone(),
+            name: beat.worker.name.clone(),
+            address: beat.worker.address.clone(),
+            alive,
+            hardware: beat
+                .worker
+                .hardware
+                .iter()
+                .map(|h| h.as_str().to_string())
+                .collect(),
+            cores: beat.worker.cores,
+            thread_budget: beat.worker.thread_budget,
+            threads_used: beat.threads_used,
+            memory_budget_bytes: beat.worker.memory_budget_bytes,
+            memory_used_bytes: beat.memory_used_bytes,
+            utilisation: beat.utilisation,
+            last_heartbeat_ms_ago: ago,
+        })
+        .collect();
+    workers.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Json(WorkerList { workers }))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct UsageParams {
+    /// How many past minutes to report (default 60, at most 10,080).
+    pub minutes: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct UsageMinute {
+    /// Start of the minute, milliseconds since the Unix epoch.
+    pub minute: i64,
+    pub model: String,
+    pub variant: String,
+    pub hardware: String,
+    pub requests: i64,
+    pub rows: i64,
+    pub slo_met: i64,
+    pub slo_missed: i64,
+    pub mean_latency_ms: f64,
+    pub max_latency_ms: f64,
+    pub cost: f64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct UsageReport {
+    pub app: String,
+    pub requests: i64,
+    /// Fraction of queries that met their SLO (queries without an SLO count as met).
+    pub slo_attainment: Option<f64>,
+    pub cost: f64,
+    pub minutes: Vec<UsageMinute>,
+}
+
+/// Per-minute usage of an application: queries, SLO attainment, latency, cost by variant.
+#[utoipa::path(get, path = "/v1/apps/{app}/usage", tag = "apps", security(("bearer" = [])),
+    params(("app" = String, Path, description = "Application name"), UsageParams),
+    responses((status = 200, body = UsageReport), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn usage(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(app): Path<String>,
+    Query(q): Query<UsageParams>,
+) -> ApiResult<Json<UsageReport>> {
+    let apps = state.db.list_apps(&p.tenant_id).await?;
+    if !apps.iter().any(|(a, _)| a.name == app) {
+        return Err(ApiError::NotFound(format!("application '{app}' not found")));
+    }
+    state.usage.flush(&state.db).await;
+    let minutes = q.minutes.unwrap_or(60).clamp(1, 10_080);
+    let since = (now_ms() / 60_000 - minutes) * 60_000;
+    let rows = state.db.usage(&p.tenant_id, &app, since).await?;
+    let requests: i64 = rows.iter().map(|r| r.requests).sum();
+    let met: i64 = rows.iter().map(|r| r.slo_met).sum();
+    Ok(Json(UsageReport {
+        app,
+        requests,
+        slo_attainment: (requests > 0).then(|| met as f64 / requests as f64),
+        cost: rows.iter().map(|r| r.cost).sum(),
+        minutes: rows
+            .into_iter()
+            .map(|r| UsageMinute {
+                minute: r.minute,
+                mean_latency_ms: if r.requests > 0 {
+                    r.latency_sum_ms / r.requests as f64
+                } else {
+                    0.0
+                },
+                max_latency_ms: r.latency_max_ms,
+                model: r.model,
+                variant: r.variant,
+                hardware: r.hardware,
+                requests: r.requests,
+                rows: r.rows,
+                slo_met: r.slo_met,
+                slo_missed: r.slo_missed,
+                cost: r.cost,
+            })
+            .collect(),
+    }))
+}

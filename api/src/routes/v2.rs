@@ -1,0 +1,311 @@
+//! The Open Inference Protocol (v2, KServe / Triton REST) with the binary tensor extension.
+//! A v2 model name is an application (model-less: `latency_ms`, `min_accuracy` and
+//! `max_cost` go in the request's `parameters`) or a registered model.
+
+use std::io::Read;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use infaas_core::DataType;
+use infaas_protocol::{
+    decode_v2_request, encode_v2_response, model_metadata, parse_header_length, server_metadata,
+    BINARY_TENSOR_DATA, INFERENCE_HEADER_CONTENT_LENGTH,
+};
+
+use crate::auth::Principal;
+use crate::cluster::schema;
+use crate::error::{ApiError, ApiResult};
+use crate::routes::infer::outcome_headers;
+use crate::serving::{serve, Goal, Requirements};
+use crate::state::AppState;
+
+/// `GET /v2/health/live`.
+pub async fn live() -> StatusCode {
+    StatusCode::OK
+}
+
+/// `GET /v2/health/ready`: the database and object store answer.
+pub async fn ready(State(state): State<AppState>) -> StatusCode {
+    let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
+    if db.is_ok() && objects.is_ok() && state.runtime.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+/// `GET /v2`: server metadata.
+pub async fn server(_p: Principal) -> Response {
+    axum::Json(server_metadata(
+        "infaas",
+        env!("CARGO_PKG_VERSION"),
+        &[BINARY_TENSOR_DATA, "model_less"],
+    ))
+    .into_response()
+}
+
+/// Whether `name` means a model or an application: a served model wins, then a served
+/// application, then whatever the database knows.
+async fn goal<'a>(state: &AppState, tenant: &str, name: &'a str) -> Goal<'a> {
+    if !state.cluster.served_of(tenant, None, Some(name)).is_empty() {
+        return Goal::Model(name);
+    }
+    if !state.cluster.served_of(tenant, Some(name), None).is_empty() {
+        return Goal::App(name);
+    }
+    match state.db.get_model(tenant, name).await {
+        Ok(_) => Goal::Model(name),
+        Err(_) => Goal::App(name),
+    }
+}
+
+fn dtype(s: &str) -> DataType {
+    DataType::parse(s).unwrap_or(DataType::Fp32)
+}
+
+async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<Response> {
+    let by_model = state.cluster.served_of(tenant, None, Some(name));
+    let served = if by_model.is_empty() {
+        state.cluster.served_of(tenant, Some(name), None)
+    } else {
+        by_model
+    };
+    let first = match served.first() {
+        Some(s) => s.clone(),
+        None => {
+            // A registered model that is not ready yet still has a signature.
+            let m = state.db.get_model(tenant, name).await.map_err(|_| {
+                ApiError::NotFound(format!("no model or application named '{name}'"))
+            })?;
+            let inputs = schema::inputs_of(m.signature.as_ref());
+            let io: Vec<(String, DataType, Vec<i64>)> = inputs
+                .iter()
+                .map(|i| {
+                    (
+                        i.name.clone(),
+                        dtype(&i.datatype),
+                        std::iter::once(-1)
+                            .chain(i.features.iter().copied())
+                            .collect(),
+                    )
+                })
+                .collect();
+            let refs: Vec<(&str, DataType, &[i64])> = io
+                .iter()
+                .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
+                .collect();
+            return Ok(
+                axum::Json(model_metadata(name, &["1"], "onnxruntime_onnx", &refs, &[]))
+                    .into_response(),
+            );
+        }
+    };
+    let sig = first.entry.signature.clone().unwrap_or_default();
+    let io = |key: &str| -> Vec<(String, DataType, Vec<i64>)> {
+        sig[key]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| {
+                        Some((
+                            t["name"].as_str()?.to_string(),
+                            dtype(t["datatype"].as_str()?),
+                            t["shape"]
+                                .as_array()?
+                                .iter()
+                                .filter_map(|d| d.as_i64())
+                                .collect(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (inputs, outputs) = (io("inputs"), io("outputs"));
+    let i: Vec<(&str, DataType, &[i64])> = inputs
+        .iter()
+        .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
+        .collect();
+    let o: Vec<(&str, DataType, &[i64])> = outputs
+        .iter()
+        .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
+        .collect();
+    Ok(axum::Json(model_metadata(name, &["1"], "onnxruntime_onnx", &i, &o)).into_response())
+}
+
+/// `GET /v2/models/{name}`: inputs and outputs of a model or of an application's models.
+pub async fn model(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    metadata_for(&state, &p.tenant_id, &name).await
+}
+
+/// `GET /v2/models/{name}/versions/{version}`.
+pub async fn model_version(
+    State(state): State<AppState>,
+    p: Principal,
+    Path((name, _version)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    metadata_for(&state, &p.tenant_id, &name).await
+}
+
+fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
+    let served = !state.cluster.served_of(tenant, None, Some(name)).is_empty()
+        || !state.cluster.served_of(tenant, Some(name), None).is_empty();
+    if served {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_REQUEST
+    }
+}
+
+/// `GET /v2/models/{name}/ready`.
+pub async fn model_ready(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> StatusCode {
+    is_ready(&state, &p.tenant_id, &name)
+}
+
+/// `GET /v2/models/{name}/versions/{version}/ready`.
+pub async fn model_version_ready(
+    State(state): State<AppState>,
+    p: Principal,
+    Path((name, _v)): Path<(String, String)>,
+) -> StatusCode {
+    is_ready(&state, &p.tenant_id, &name)
+}
+
+fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Vec<u8>> {
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    let mut out = Vec::new();
+    let read = match encoding.as_deref() {
+        None | Some("identity") => return Ok(body.to_vec()),
+        Some("gzip") => flate2::read::GzDecoder::new(&body[..])
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        Some("deflate") => flate2::read::ZlibDecoder::new(&body[..])
+            .take(limit as u64 + 1)
+            .read_to_end(&mut out),
+        Some(other) => {
+            return Err(ApiError::Status {
+                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                message: format!(
+                    "Content-Encoding '{other}' is not supported; use gzip or deflate"
+                ),
+            })
+        }
+    };
+    read.map_err(|e| ApiError::BadRequest(format!("cannot decompress the request body: {e}")))?;
+    if out.len() > limit {
+        return Err(ApiError::PayloadTooLarge(format!(
+            "the decompressed request body is larger than {limit} bytes"
+        )));
+    }
+    Ok(out)
+}
+
+fn number(
+    params: &serde_json::Map<String, serde_json::Value>,
+    key: &str,
+) -> ApiResult<Option<f64>> {
+    match params.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| ApiError::BadRequest(format!("parameter '{key}' must be a number"))),
+    }
+}
+
+async fn infer_named(
+    state: AppState,
+    p: Principal,
+    name: String,
+    version: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    let body = decompress(&headers, body, state.config.max_body_bytes)?;
+    let header_length = headers
+        .get(INFERENCE_HEADER_CONTENT_LENGTH)
+        .map(|v| parse_header_length(v.as_bytes()))
+        .transpose()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let mut req =
+        decode_v2_request(&body, header_length).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let want = Requirements {
+        latency_ms: number(&req.parameters, "latency_ms")?,
+        min_accuracy: number(&req.parameters, "min_accuracy")?,
+        max_cost: number(&req.parameters, "max_cost")?,
+    };
+    let outcome = serve(
+        &state,
+        &p.tenant_id,
+        goal(&state, &p.tenant_id, &name).await,
+        want,
+        std::mem::take(&mut req.inputs),
+    )
+    .await?;
+    let mut params = serde_json::Map::new();
+    params.insert("variant".into(), outcome.variant.clone().into());
+    params.insert("worker".into(), outcome.worker.clone().into());
+    params.insert("reason".into(), outcome.reason.clone().into());
+    params.insert("predicted_ms".into(), outcome.predicted_ms.into());
+    params.insert("latency_ms".into(), outcome.latency_ms.into());
+    let encoded = encode_v2_response(
+        &name,
+        version.as_deref(),
+        req.id.as_deref(),
+        &outcome.outputs,
+        &req,
+        params,
+    )
+    .map_err(|e| {
+        if e.is_client_error() {
+            ApiError::BadRequest(e.to_string())
+        } else {
+            ApiError::internal(e)
+        }
+    })?;
+    let mut resp_headers = outcome_headers(&outcome);
+    if let Ok(v) = HeaderValue::from_str(encoded.content_type()) {
+        resp_headers.insert(header::CONTENT_TYPE, v);
+    }
+    if let Some(n) = encoded.header_length {
+        if let Ok(v) = HeaderValue::from_str(&n.to_string()) {
+            resp_headers.insert(INFERENCE_HEADER_CONTENT_LENGTH, v);
+        }
+    }
+    Ok((resp_headers, encoded.body).into_response())
+}
+
+/// `POST /v2/models/{name}/infer`.
+pub async fn infer(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    infer_named(state, p, name, None, headers, body).await
+}
+
+/// `POST /v2/models/{name}/versions/{version}/infer`.
+pub async fn infer_version(
+    State(state): State<AppState>,
+    p: Principal,
+    Path((name, version)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Response> {
+    infer_named(state, p, name, Some(version), headers, body).await
+}

@@ -1,0 +1,348 @@
+//! The query path shared by `/v1/.../infer` and the v2 protocol: pick a variant and an
+//! instance for the query (scheduler), run it on the worker, retry once elsewhere when the
+//! worker fails, and record usage.
+
+use std::time::Instant;
+
+use infaas_core::Tensor;
+use infaas_scheduler::{select, variant_cost_per_query, Decision, Query, Target};
+use infaas_worker::LoadRequest;
+
+use crate::cluster::{schema, CallError, Served};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::usage::QueryRecord;
+
+/// What a query targets.
+#[derive(Debug, Clone, Copy)]
+pub enum Goal<'a> {
+    App(&'a str),
+    Model(&'a str),
+}
+
+/// A query's requirements.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requirements {
+    pub latency_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+    pub max_cost: Option<f64>,
+}
+
+impl Requirements {
+    pub fn check(&self) -> Result<(), ApiError> {
+        if let Some(l) = self.latency_ms {
+            if !(l.is_finite() && l > 0.0) {
+                return Err(ApiError::BadRequest(format!(
+                    "latency_ms must be a positive number of milliseconds, not {l}"
+                )));
+            }
+        }
+        if let Some(a) = self.min_accuracy {
+            if !(0.0..=1.0).contains(&a) {
+                return Err(ApiError::BadRequest(format!(
+                    "min_accuracy must be a fraction in [0, 1], not {a}"
+                )));
+            }
+        }
+        if let Some(c) = self.max_cost {
+            if !(c.is_finite() && c >= 0.0) {
+                return Err(ApiError::BadRequest(format!(
+                    "max_cost must be a non-negative number, not {c}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer to a query.
+pub struct Outcome {
+    pub outputs: Vec<Tensor>,
+    pub app: String,
+    pub model: String,
+    pub variant: String,
+    pub worker: String,
+    pub hardware: String,
+    pub accuracy: f64,
+    pub reason: String,
+    pub predicted_ms: f64,
+    pub latency_ms: f64,
+    pub cost: f64,
+}
+
+fn batch_rows(inputs: &[Tensor]) -> Result<usize, ApiError> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| ApiError::BadRequest("the request has no inputs".into()))?;
+    if first.shape.is_empty() {
+        return Err(ApiError::BadRequest(format!(
+            "input '{}' is a scalar; inputs need a batch dimension",
+            first.name
+        )));
+    }
+    let rows = first.shape[0];
+    if rows == 0 {
+        return Err(ApiError::BadRequest(format!(
+            "input '{}' has no rows",
+            first.name
+        )));
+    }
+    for t in inputs {
+        if t.shape.first() != Some(&rows) {
+            return Err(ApiError::BadRequest(format!(
+                "input '{}' has {} rows but input '{}' has {rows}; every input needs the same batch dimension",
+                t.name,
+                t.shape.first().copied().unwrap_or(0),
+                first.name
+            )));
+        }
+    }
+    let mut names: Vec<&str> = inputs.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(ApiError::BadRequest(format!(
+            "input '{}' is given twice",
+            w[0]
+        )));
+    }
+    Ok(rows)
+}
+
+/// Checks that the target exists and has served variants; returns the index target name.
+async fn resolve(
+    state: &AppState,
+    tenant: &str,
+    goal: Goal<'_>,
+    inputs: &[Tensor],
+) -> Result<String, ApiError> {
+    let cluster = &state.cluster;
+    let (app_q, model_q) = match goal {
+        Goal::App(a) => (Some(a), None),
+        Goal::Model(m) => (None, Some(m)),
+    };
+    if cluster.served_of(tenant, app_q, model_q).is_empty() {
+        // A model may have become ready since the last refresh (or on another controller).
+        if let Err(e) = cluster.refresh_catalog().await {
+            tracing::warn!(error = %e, "cannot refresh the serving catalog");
+        }
+    }
+    match goal {
+        Goal::App(app) => {
+            let served = cluster.served_of(tenant, Some(app), None);
+            if served.is_empty() {
+                let apps = state.db.list_apps(tenant).await?;
+                return match apps.iter().find(|(a, _)| a.name == app) {
+                    None => Err(ApiError::NotFound(format!("application '{app}' not found"))),
+                    Some(_) => Err(ApiError::Unavailable(format!(
+                        "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
+                    ))),
+                };
+            }
+            let key = schema::query_key(inputs);
+            if !served.iter().any(|s| schema::model_key(&s.inputs) == key) {
+                let mut takes: Vec<String> =
+                    served.iter().map(|s| schema::describe(&s.inputs)).collect();
+                takes.sort();
+                takes.dedup();
+                let given: Vec<String> = inputs
+                    .iter()
+                    .map(|t| format!("{} {} {:?}", t.name, t.dtype(), t.shape))
+                    .collect();
+                return Err(ApiError::BadRequest(format!(
+                    "no model of application '{app}' takes inputs {}; its models take: {}",
+                    given.join(", "),
+                    takes.join(" | ")
+                )));
+            }
+            Ok(schema::app_key(app, &key))
+        }
+        Goal::Model(model) => {
+            if cluster.served_of(tenant, None, Some(model)).is_empty() {
+                let m = state.db.get_model(tenant, model).await?;
+                return Err(ApiError::Unavailable(format!(
+                    "model '{model}' is not ready (status {}); see GET /v1/models/{model}",
+                    m.status.as_str()
+                )));
+            }
+            Ok(model.to_string())
+        }
+    }
+}
+
+fn load_request(s: &Served) -> LoadRequest {
+    let v = &s.entry.variant;
+    LoadRequest {
+        variant_id: v.id.clone(),
+        variant_name: v.name.clone(),
+        object_key: s.entry.object_key.clone(),
+        hardware: v.hardware,
+        threads: v.threads,
+        max_batch: v.max_batch,
+        memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
+    }
+}
+
+/// Serves one query.
+pub async fn serve(
+    state: &AppState,
+    tenant: &str,
+    goal: Goal<'_>,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+) -> Result<Outcome, ApiError> {
+    req.check()?;
+    let rows = batch_rows(&inputs)?;
+    let started = Instant::now();
+    let name = resolve(state, tenant, goal, &inputs).await?;
+    state.runtime_ready()?;
+    let target = match goal {
+        Goal::App(_) => Target::App(&name),
+        Goal::Model(_) => Target::Model(&name),
+    };
+    let query = Query {
+        tenant,
+        target,
+        latency_slo_ms: req.latency_ms,
+        min_accuracy: req.min_accuracy,
+        max_cost: req.max_cost,
+        rows,
+    };
+    let mut last_failure = None;
+    for attempt in 0..2 {
+        let snapshot = state.cluster.snapshot();
+        let decision = select(&snapshot, &query, state.cluster.prices());
+        let (variant_idx, worker_idx, predicted_ms, reason, load) = match decision {
+            Decision::Serve {
+                instance,
+                variant,
+                predicted_ms,
+                reason,
+            } => {
+                let worker = snapshot.instances().get(instance).map(|i| i.worker);
+                (variant, worker, predicted_ms, reason, false)
+            }
+            Decision::Load {
+                variant,
+                worker,
+                predicted_ms,
+                wait,
+                reason,
+            } => {
+                let reason = if wait {
+                    reason
+                } else {
+                    format!("{reason}; no loaded variant meets the SLO, so this query waits for the load and may miss it")
+                };
+                (variant, Some(worker), predicted_ms, reason, true)
+            }
+            Decision::Unsatisfiable { closest, reason } => {
+                let suggestion = closest.and_then(|c| {
+                    let v = snapshot.variants().get(c.variant)?;
+                    Some(serde_json::json!({
+                        "variant": v.name,
+                        "model": v.model,
+                        "accuracy": c.accuracy,
+                        "latency_ms": c.latency_ms,
+                    }))
+                });
+                return Err(ApiError::Unsatisfiable {
+                    message: format!("no variant meets the requirements: {reason}"),
+                    suggestion,
+                });
+            }
+            Decision::NotFound => {
+                return Err(match goal {
+                    Goal::App(app) => ApiError::NotFound(format!("application '{app}' not found")),
+                    Goal::Model(m) => ApiError::NotFound(format!("model '{m}' not found")),
+                })
+            }
+        };
+        let (Some(v), Some(w)) = (
+            snapshot.variants().get(variant_idx),
+            worker_idx.and_then(|i| snapshot.workers().get(i)),
+        ) else {
+            return Err(ApiError::internal(anyhow::anyhow!(
+                "the selection pointed outside its snapshot"
+            )));
+        };
+        let served = state.cluster.served(&v.id).ok_or_else(|| {
+            ApiError::Unavailable(format!("variant '{}' was just removed; retry", v.name))
+        })?;
+        let handle = state.cluster.handle(&w.id).ok_or_else(|| {
+            ApiError::Unavailable("the chosen worker has just left; retry".into())
+        })?;
+        let lr = load_request(&served);
+        let result = async {
+            if load {
+                handle.load(&lr).await?;
+                state.cluster.loaded(&w.id, &lr);
+            }
+            let adapted = schema::adapt(inputs.clone(), &served.inputs);
+            match handle.infer(&v.id, adapted.clone()).await {
+                // Evicted since the snapshot was taken: load it again.
+                Err(CallError::NotLoaded) => {
+                    handle.load(&lr).await?;
+                    state.cluster.loaded(&w.id, &lr);
+                    handle.infer(&v.id, adapted).await
+                }
+                other => other,
+            }
+        }
+        .await;
+        match result {
+            Ok(outputs) => {
+                let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+                let cost = rows as f64
+                    * variant_cost_per_query(v, state.cluster.prices(), rows.min(v.max_batch));
+                state.usage.record(&QueryRecord {
+                    tenant_id: tenant,
+                    app: &served.entry.app,
+                    model: &served.entry.model,
+                    variant: &v.name,
+                    hardware: v.hardware.as_str(),
+                    rows,
+                    latency_ms,
+                    slo_ms: req.latency_ms,
+                    cost,
+                });
+                metrics::histogram!("infaas_query_latency_seconds", "hardware" => v.hardware.as_str())
+                    .record(latency_ms / 1e3);
+                return Ok(Outcome {
+                    outputs,
+                    app: served.entry.app.clone(),
+                    model: served.entry.model.clone(),
+                    variant: v.name.clone(),
+                    worker: w.id.clone(),
+                    hardware: v.hardware.as_str().to_string(),
+                    accuracy: v.accuracy,
+                    reason,
+                    predicted_ms,
+                    latency_ms,
+                    cost,
+                });
+            }
+            Err(CallError::Overloaded(msg)) => {
+                return Err(ApiError::RateLimited {
+                    message: format!("variant '{}' is overloaded: {msg}", v.name),
+                    retry_after_secs: 1,
+                })
+            }
+            Err(CallError::BadInput(msg)) => return Err(ApiError::BadRequest(msg)),
+            Err(CallError::NotLoaded) => {
+                last_failure = Some(format!(
+                    "variant '{}' was unloaded during the query",
+                    v.name
+                ));
+            }
+            Err(CallError::Worker(msg)) => {
+                tracing::warn!(worker = %w.id, variant = %v.name, attempt, error = %msg, "worker failed a query; retrying elsewhere");
+                state.cluster.suspect(&w.id);
+                last_failure = Some(msg);
+            }
+        }
+    }
+    Err(ApiError::Unavailable(format!(
+        "the query failed on two workers: {}",
+        last_failure.unwrap_or_default()
+    )))
+}
