@@ -38,6 +38,9 @@ enum Command {
         #[command(subcommand)]
         command: infaas_api::client::ModelsCommand,
     },
+    /// Open-loop load generator: Poisson arrivals at a rate; reports p50/p99, throughput and
+    /// SLO attainment (talks to a server).
+    Loadgen(infaas_api::client::loadgen::LoadgenArgs),
     /// Lists and shows applications (talks to a server).
     Apps {
         #[command(subcommand)]
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Command::Models { command } => {
                 infaas_api::client::run_models(&cli.client, command).await
             }
+            Command::Loadgen(args) => infaas_api::client::run_loadgen(&cli.client, args).await,
             Command::Apps { command } => infaas_api::client::run_apps(&cli.client, command).await,
         }
     });

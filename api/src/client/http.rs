@@ -44,6 +44,15 @@ impl Client {
         Ok(Client { base, http, token })
     }
 
+    /// Another handle with the same connection pool and token.
+    pub fn clone_handle(&self) -> Client {
+        Client {
+            base: self.base.clone(),
+            http: self.http.clone(),
+            token: self.token.clone(),
+        }
+    }
+
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.base))

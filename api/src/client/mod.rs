@@ -1,6 +1,7 @@
 //! `infaas` commands that talk to a running server: login, models, apps.
 
 mod http;
+pub mod loadgen;
 mod models;
 
 use clap::{Args, Subcommand};
@@ -164,4 +165,29 @@ pub async fn run_models(opts: &ClientOpts, cmd: ModelsCommand) -> anyhow::Result
 pub async fn run_apps(opts: &ClientOpts, cmd: AppsCommand) -> anyhow::Result<()> {
     let client = connect(opts).await?;
     models::run_apps(&client, opts.json, cmd).await
+}
+
+/// `infaas loadgen`: open-loop Poisson load against a running server.
+pub async fn run_loadgen(opts: &ClientOpts, args: loadgen::LoadgenArgs) -> anyhow::Result<()> {
+    let client = connect(opts).await?;
+    let r = loadgen::run(&client, &args).await?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "sent {} in {:.1} s ({} ok, errors {:?})",
+            r.sent, r.seconds, r.ok, r.errors
+        );
+        println!(
+            "throughput {:.1}/s  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
+            r.throughput_per_s, r.p50_ms, r.p99_ms, r.max_ms
+        );
+        if let Some(a) = r.slo_attainment {
+            println!("SLO attainment {:.2}%", a * 100.0);
+        }
+        for (v, n) in &r.variants {
+            println!("  {n:>7}  {v}");
+        }
+    }
+    Ok(())
 }

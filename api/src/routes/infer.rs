@@ -117,6 +117,23 @@ fn respond(o: Outcome) -> Response {
     (headers, Json(body)).into_response()
 }
 
+async fn infer(
+    state: &AppState,
+    p: &Principal,
+    goal: Goal<'_>,
+    req: InferRequest,
+) -> ApiResult<Response> {
+    let inputs = decode_inputs(req.inputs)?;
+    let want = Requirements {
+        latency_ms: req.latency_ms,
+        min_accuracy: req.min_accuracy,
+        max_cost: req.max_cost,
+    };
+    Ok(respond(
+        serve(state, &p.tenant_id, goal, want, inputs).await?,
+    ))
+}
+
 /// Model-less query: the platform picks a variant of the application's models that meets
 /// the latency SLO, the minimum accuracy and the cost ceiling.
 #[utoipa::path(post, path = "/v1/apps/{app}/infer", tag = "inference", security(("bearer" = [])),
@@ -134,15 +151,7 @@ pub async fn infer_app(
     Path(app): Path<String>,
     Json(req): Json<InferRequest>,
 ) -> ApiResult<Response> {
-    let inputs = decode_inputs(req.inputs)?;
-    let want = Requirements {
-        latency_ms: req.latency_ms,
-        min_accuracy: req.min_accuracy,
-        max_cost: req.max_cost,
-    };
-    Ok(respond(
-        serve(&state, &p.tenant_id, Goal::App(&app), want, inputs).await?,
-    ))
+    infer(&state, &p, Goal::App(&app), req).await
 }
 
 /// Query a registered model: the platform picks its best variant for the current load.
@@ -159,13 +168,5 @@ pub async fn infer_model(
     Path(model): Path<String>,
     Json(req): Json<InferRequest>,
 ) -> ApiResult<Response> {
-    let inputs = decode_inputs(req.inputs)?;
-    let want = Requirements {
-        latency_ms: req.latency_ms,
-        min_accuracy: req.min_accuracy,
-        max_cost: req.max_cost,
-    };
-    Ok(respond(
-        serve(&state, &p.tenant_id, Goal::Model(&model), want, inputs).await?,
-    ))
+    infer(&state, &p, Goal::Model(&model), req).await
 }

@@ -1,0 +1,179 @@
+//! `infaas loadgen`: an open-loop load generator. Requests arrive as a Poisson process at a
+//! given rate (exponential gaps, independent of answers), each one a row of a validation
+//! set; it reports p50/p99 latency, throughput and SLO attainment.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use rand::Rng;
+
+use super::Client;
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadgenArgs {
+    /// Application to query (model-less); or use --model.
+    #[arg(long, conflicts_with = "model")]
+    pub app: Option<String>,
+    /// Registered model to query.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Mean arrival rate, requests per second (0: one request at a time, closed loop).
+    #[arg(long, default_value_t = 50.0)]
+    pub rate: f64,
+    /// How long to send, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Latency SLO in ms, sent with every query and used for attainment.
+    #[arg(long)]
+    pub latency_ms: Option<f64>,
+    #[arg(long)]
+    pub min_accuracy: Option<f64>,
+    /// NPZ whose `x` rows are sent (one row per request); the input is named after --input.
+    #[arg(long)]
+    pub npz: std::path::PathBuf,
+    /// Input tensor name.
+    #[arg(long, default_value = "input")]
+    pub input: String,
+    /// Seed of the arrival process.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Summary of a run.
+#[derive(Debug, serde::Serialize)]
+pub struct Report {
+    pub sent: usize,
+    pub ok: usize,
+    pub errors: std::collections::BTreeMap<u16, usize>,
+    pub seconds: f64,
+    pub throughput_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Fraction of successful answers within the SLO (over all requests sent).
+    pub slo_attainment: Option<f64>,
+    /// Variants that answered, with counts.
+    pub variants: std::collections::BTreeMap<String, usize>,
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> {
+    let bytes =
+        std::fs::read(&args.npz).with_context(|| format!("reading {}", args.npz.display()))?;
+    let arrays = infaas_executors::npz::read_npz(&bytes)?;
+    let x = arrays
+        .into_iter()
+        .find(|t| t.name == "x")
+        .context("the NPZ has no array 'x'")?;
+    let rows = x.batch_len().max(1);
+    let bodies: Vec<serde_json::Value> = (0..rows.min(1000))
+        .map(|i| {
+            let mut t = infaas_protocol::tensor_to_json(&x.slice_batch(i, i + 1));
+            t.name = args.input.clone();
+            let mut body = serde_json::json!({ "inputs": [t] });
+            if let Some(l) = args.latency_ms {
+                body["latency_ms"] = l.into();
+            }
+            if let Some(a) = args.min_accuracy {
+                body["min_accuracy"] = a.into();
+            }
+            body
+        })
+        .collect();
+    let path = match (&args.app, &args.model) {
+        (Some(app), _) => format!("/v1/apps/{app}/infer"),
+        (None, Some(m)) => format!("/v1/models/{m}/infer"),
+        (None, None) => anyhow::bail!("pass --app or --model"),
+    };
+    let client = std::sync::Arc::new(client.clone_handle());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let start = Instant::now();
+    let end = Duration::from_secs_f64(args.duration.max(0.1));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut next = Duration::ZERO;
+    let mut i = 0usize;
+    while next < end {
+        if args.rate > 0.0 {
+            tokio::time::sleep_until(tokio::time::Instant::from_std(start + next)).await;
+        }
+        let body = bodies[i % bodies.len()].clone();
+        let (c, p) = (client.clone(), path.clone());
+        let send = async move {
+            let t0 = Instant::now();
+            let resp = c
+                .request(reqwest::Method::POST, &p)
+                .json(&body)
+                .send()
+                .await;
+            let ms = t0.elapsed().as_secs_f64() * 1e3;
+            match resp {
+                Ok(r) => {
+                    let status = r.status().as_u16();
+                    let v: serde_json::Value = r.json().await.unwrap_or_default();
+                    (status, ms, v["variant"].as_str().map(str::to_string))
+                }
+                Err(_) => (0, ms, None),
+            }
+        };
+        if args.rate > 0.0 {
+            tasks.spawn(send);
+            // Exponential gap: -ln(U) / rate.
+            let u: f64 = rng.random_range(f64::EPSILON..1.0);
+            next += Duration::from_secs_f64(-u.ln() / args.rate);
+        } else {
+            let r = send.await;
+            tasks.spawn(async move { r });
+            next = start.elapsed();
+        }
+        i += 1;
+    }
+    let mut lat = Vec::new();
+    let mut report = Report {
+        sent: i,
+        ok: 0,
+        errors: Default::default(),
+        seconds: 0.0,
+        throughput_per_s: 0.0,
+        p50_ms: 0.0,
+        p99_ms: 0.0,
+        max_ms: 0.0,
+        slo_attainment: None,
+        variants: Default::default(),
+    };
+    let mut within = 0usize;
+    while let Some(r) = tasks.join_next().await {
+        let (status, ms, variant) = r?;
+        if status == 200 {
+            report.ok += 1;
+            lat.push(ms);
+            if args.latency_ms.is_none_or(|slo| ms <= slo) {
+                within += 1;
+            }
+            if let Some(v) = variant {
+                *report.variants.entry(v).or_default() += 1;
+            }
+        } else {
+            *report.errors.entry(status).or_default() += 1;
+        }
+    }
+    report.seconds = start.elapsed().as_secs_f64();
+    lat.sort_by(f64::total_cmp);
+    report.p50_ms = percentile(&lat, 0.50);
+    report.p99_ms = percentile(&lat, 0.99);
+    report.max_ms = lat.last().copied().unwrap_or(0.0);
+    report.throughput_per_s = report.ok as f64 / report.seconds;
+    report.slo_attainment = args
+        .latency_ms
+        .map(|_| within as f64 / report.sent.max(1) as f64);
+    Ok(report)
+}
+
+use rand::SeedableRng;
