@@ -128,7 +128,17 @@ async fn resolve(
     }
     match goal {
         Goal::App(app) => {
-            let served = cluster.served_of(tenant, Some(app), None);
+            let key = schema::query_key(inputs);
+            let fits =
+                |served: &[Served]| served.iter().any(|s| schema::model_key(&s.inputs) == key);
+            let mut served = cluster.served_of(tenant, Some(app), None);
+            if !served.is_empty() && !fits(&served) {
+                // A model taking these inputs may have become ready since the last refresh.
+                if let Err(e) = cluster.refresh_catalog().await {
+                    tracing::warn!(error = %e, "cannot refresh the serving catalog");
+                }
+                served = cluster.served_of(tenant, Some(app), None);
+            }
             if served.is_empty() {
                 let apps = state.db.list_apps(tenant).await?;
                 return match apps.iter().find(|(a, _)| a.name == app) {
@@ -138,8 +148,7 @@ async fn resolve(
                     ))),
                 };
             }
-            let key = schema::query_key(inputs);
-            if !served.iter().any(|s| schema::model_key(&s.inputs) == key) {
+            if !fits(&served) {
                 let mut takes: Vec<String> =
                     served.iter().map(|s| schema::describe(&s.inputs)).collect();
                 takes.sort();

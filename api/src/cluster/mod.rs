@@ -154,6 +154,8 @@ pub struct Cluster {
     catalog: RwLock<Arc<HashMap<String, Served>>>,
     states: Mutex<HashMap<String, InstanceState>>,
     snapshot: RwLock<Arc<Snapshot>>,
+    /// Refreshes run one at a time, so an older read never replaces a newer one.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 /// Instance ids in the index: `{worker id}/{variant id}`.
@@ -177,6 +179,7 @@ impl Cluster {
             catalog: RwLock::new(Arc::new(HashMap::new())),
             states: Mutex::new(HashMap::new()),
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
+            refreshing: tokio::sync::Mutex::new(()),
         });
         if let Some(node) = local {
             cluster.upsert_worker(WorkerHandle::Local(node.clone()), node.heartbeat());
@@ -313,6 +316,7 @@ impl Cluster {
 
     /// Reloads the served variants from the database.
     pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
+        let _one_at_a_time = self.refreshing.lock().await;
         let entries = self.db.serving_catalog().await?;
         let map: HashMap<String, Served> = entries
             .into_iter()
