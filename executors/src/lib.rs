@@ -6,5 +6,6 @@ pub mod engine;
 pub mod npz;
 pub mod profiler;
 pub mod runtime;
+pub mod stats;
 pub mod validation;
 pub mod variants;

@@ -5,6 +5,7 @@
 //! [`Engine::run_blocking`] call: input checks, the hop to the engine thread, ONNX Runtime and
 //! copying the outputs back, which is what a request pays.
 
+use crate::stats::percentile;
 use std::time::{Duration, Instant};
 
 use infaas_core::Tensor;
@@ -157,8 +158,8 @@ fn time_batch(
     let mean_ms = samples.iter().sum::<f64>() / samples.len() as f64;
     Ok(BatchLatency {
         batch,
-        p50_ms: percentile(&samples, 50.0),
-        p99_ms: percentile(&samples, 99.0),
+        p50_ms: percentile(&samples, 0.5),
+        p99_ms: percentile(&samples, 0.99),
         mean_ms,
         throughput_per_s: if mean_ms > 0.0 {
             batch as f64 / (mean_ms / 1e3)
@@ -167,15 +168,6 @@ fn time_batch(
         },
         runs: samples.len(),
     })
-}
-
-/// Nearest-rank percentile of sorted samples.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// Resident set size of this process. Reads `VmRSS` from `/proc/self/status`, which is in
@@ -192,15 +184,6 @@ fn resident_bytes() -> Option<u64> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), 50.0);
-        assert_eq!(percentile(&v, 99.0), 99.0);
-        assert_eq!(percentile(&[3.0], 99.0), 3.0);
-        assert_eq!(percentile(&[1.0, 2.0], 50.0), 1.0);
-    }
 
     #[test]
     fn reads_resident_memory_on_linux() {

@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use rand::Rng;
 
+use infaas_executors::stats::percentile;
+
 use super::Client;
 
 #[derive(Debug, Clone, Args)]
@@ -55,14 +57,6 @@ pub struct Report {
     pub slo_attainment: Option<f64>,
     /// Variants that answered, with counts.
     pub variants: std::collections::BTreeMap<String, usize>,
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i]
 }
 
 pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> {

@@ -2,6 +2,7 @@
 //! throughput, batch sizes) sit behind a mutex held only to add a sample or copy the
 //! windows out, so a reader never holds the actor up for longer than a copy.
 
+use crate::stats::percentile;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -173,14 +174,6 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// Nearest-rank percentile of sorted values; 0 when there are none.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// The last [`WINDOW`] samples (a ring).
 #[derive(Debug, Default)]
 struct Recent {
@@ -252,15 +245,6 @@ impl Rate {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn percentiles_use_the_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&v, 0.5), 50.0);
-        assert_eq!(percentile(&v, 0.99), 99.0);
-        assert_eq!(percentile(&[3.0], 0.99), 3.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
-    }
 
     #[test]
     fn recent_keeps_the_last_thousand() {
