@@ -12,6 +12,7 @@ use crate::cluster::{schema, CallError, Served};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::usage::QueryRecord;
+use infaas_scheduler::InFlightGuard;
 
 /// What a query targets.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +109,8 @@ fn batch_rows(inputs: &[Tensor]) -> Result<usize, ApiError> {
     Ok(rows)
 }
 
-/// Checks that the target exists and has served variants; returns the index target name.
+/// Checks that the target exists and has served variants that take `inputs`; returns the
+/// target's name in the selection index.
 async fn resolve(
     state: &AppState,
     tenant: &str,
@@ -116,62 +118,64 @@ async fn resolve(
     inputs: &[Tensor],
 ) -> Result<String, ApiError> {
     let cluster = &state.cluster;
-    let (app_q, model_q) = match goal {
-        Goal::App(a) => (Some(a), None),
-        Goal::Model(m) => (None, Some(m)),
-    };
-    if cluster.served_of(tenant, app_q, model_q).is_empty() {
-        // A model may have become ready since the last refresh (or on another controller).
-        if let Err(e) = cluster.refresh_catalog().await {
-            tracing::warn!(error = %e, "cannot refresh the serving catalog");
-        }
-    }
     match goal {
         Goal::App(app) => {
-            let key = schema::query_key(inputs);
-            let fits =
-                |served: &[Served]| served.iter().any(|s| schema::model_key(&s.inputs) == key);
-            let mut served = cluster.served_of(tenant, Some(app), None);
-            if !served.is_empty() && !fits(&served) {
-                // A model taking these inputs may have become ready since the last refresh.
+            let key_of = |c: &crate::cluster::Catalog| {
+                c.app(tenant, app)
+                    .map(|a| a.schema_for(inputs).map(|s| schema::app_key(app, &s.key)))
+            };
+            let mut catalog = cluster.catalog();
+            if !matches!(key_of(&catalog), Some(Some(_))) {
+                // A model of the application, or one taking these inputs, may have become
+                // ready since the last refresh (or on another controller).
                 if let Err(e) = cluster.refresh_catalog().await {
                     tracing::warn!(error = %e, "cannot refresh the serving catalog");
                 }
-                served = cluster.served_of(tenant, Some(app), None);
+                catalog = cluster.catalog();
             }
-            if served.is_empty() {
-                let apps = state.db.list_apps(tenant).await?;
-                return match apps.iter().find(|(a, _)| a.name == app) {
-                    None => Err(ApiError::NotFound(format!("application '{app}' not found"))),
-                    Some(_) => Err(ApiError::Unavailable(format!(
-                        "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
-                    ))),
-                };
+            match catalog.app(tenant, app) {
+                Some(serving) => match serving.schema_for(inputs) {
+                    Some(s) => Ok(schema::app_key(app, &s.key)),
+                    None => {
+                        let takes: Vec<String> = serving
+                            .schemas
+                            .iter()
+                            .map(|s| schema::describe(&s.inputs))
+                            .collect();
+                        let given: Vec<String> = inputs
+                            .iter()
+                            .map(|t| format!("{} {} {:?}", t.name, t.dtype(), t.shape))
+                            .collect();
+                        Err(ApiError::BadRequest(format!(
+                            "no model of application '{app}' takes inputs {}; its models take: {}",
+                            given.join(", "),
+                            takes.join(" | ")
+                        )))
+                    }
+                },
+                None => {
+                    let apps = state.db.list_apps(tenant).await?;
+                    match apps.iter().find(|(a, _)| a.name == app) {
+                        None => Err(ApiError::NotFound(format!("application '{app}' not found"))),
+                        Some(_) => Err(ApiError::Unavailable(format!(
+                            "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
+                        ))),
+                    }
+                }
             }
-            if !fits(&served) {
-                let mut takes: Vec<String> =
-                    served.iter().map(|s| schema::describe(&s.inputs)).collect();
-                takes.sort();
-                takes.dedup();
-                let given: Vec<String> = inputs
-                    .iter()
-                    .map(|t| format!("{} {} {:?}", t.name, t.dtype(), t.shape))
-                    .collect();
-                return Err(ApiError::BadRequest(format!(
-                    "no model of application '{app}' takes inputs {}; its models take: {}",
-                    given.join(", "),
-                    takes.join(" | ")
-                )));
-            }
-            Ok(schema::app_key(app, &key))
         }
         Goal::Model(model) => {
-            if cluster.served_of(tenant, None, Some(model)).is_empty() {
-                let m = state.db.get_model(tenant, model).await?;
-                return Err(ApiError::Unavailable(format!(
-                    "model '{model}' is not ready (status {}); see GET /v1/models/{model}",
-                    m.status.as_str()
-                )));
+            if cluster.catalog().model(tenant, model).is_none() {
+                if let Err(e) = cluster.refresh_catalog().await {
+                    tracing::warn!(error = %e, "cannot refresh the serving catalog");
+                }
+                if cluster.catalog().model(tenant, model).is_none() {
+                    let m = state.db.get_model(tenant, model).await?;
+                    return Err(ApiError::Unavailable(format!(
+                        "model '{model}' is not ready (status {}); see GET /v1/models/{model}",
+                        m.status.as_str()
+                    )));
+                }
             }
             Ok(model.to_string())
         }
@@ -220,6 +224,7 @@ pub async fn serve(
     for attempt in 0..2 {
         let snapshot = state.cluster.snapshot();
         let decision = select(&snapshot, &query, state.cluster.prices());
+        let mut in_flight: Option<InFlightGuard> = None;
         let (variant_idx, worker_idx, predicted_ms, reason, load) = match decision {
             Decision::Serve {
                 instance,
@@ -228,6 +233,7 @@ pub async fn serve(
                 reason,
             } => {
                 let worker = snapshot.instances().get(instance).map(|i| i.worker);
+                in_flight = snapshot.in_flight(instance).map(|c| c.enter(rows));
                 (variant, worker, predicted_ms, reason, false)
             }
             Decision::Load {
@@ -280,24 +286,30 @@ pub async fn serve(
         let handle = state.cluster.handle(&w.id).ok_or_else(|| {
             ApiError::Unavailable("the chosen worker has just left; retry".into())
         })?;
-        let lr = load_request(&served);
         let result = async {
             if load {
+                let lr = load_request(&served);
                 handle.load(&lr).await?;
                 state.cluster.loaded(&w.id, &lr);
             }
-            let adapted = schema::adapt(inputs.clone(), &served.inputs);
-            match handle.infer(&v.id, adapted.clone()).await {
+            match handle
+                .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
+                .await
+            {
                 // Evicted since the snapshot was taken: load it again.
                 Err(CallError::NotLoaded) => {
+                    let lr = load_request(&served);
                     handle.load(&lr).await?;
                     state.cluster.loaded(&w.id, &lr);
-                    handle.infer(&v.id, adapted).await
+                    handle
+                        .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
+                        .await
                 }
                 other => other,
             }
         }
         .await;
+        drop(in_flight);
         match result {
             Ok(outputs) => {
                 let latency_ms = started.elapsed().as_secs_f64() * 1e3;

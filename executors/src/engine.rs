@@ -397,9 +397,49 @@ impl Engine {
     }
 }
 
-fn serve(mut session: Session, signature: &Signature, rx: mpsc::Receiver<Command>) {
-    // Models may also have non-tensor outputs (e.g. skl2onnx's ZipMap); fetch only the tensors.
-    let selected = if signature.outputs.len() < session.outputs().len() {
+/// ONNX Runtime called directly on the caller's thread, with the same session settings and
+/// tensor conversions as [`Engine`] but no thread, queue or batcher: the reference that
+/// benchmarks measure the serving path against.
+pub struct DirectSession {
+    session: Session,
+    signature: Signature,
+    selected: Option<RunOptions<ort::session::HasSelectedOutputs>>,
+}
+
+impl DirectSession {
+    pub fn load(model: &[u8], cfg: &SessionConfig) -> Result<DirectSession, EngineError> {
+        let env = runtime::environment()?;
+        let session = build_session(env, cfg, model)?;
+        let signature = read_signature(&session)?;
+        let selected = output_selection(&session, &signature);
+        Ok(DirectSession {
+            session,
+            signature,
+            selected,
+        })
+    }
+
+    pub fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    pub fn run(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, EngineError> {
+        run_session(
+            &mut self.session,
+            &self.signature,
+            self.selected.as_ref(),
+            inputs,
+        )
+    }
+}
+
+/// Run options that fetch only the tensor outputs, when the model also has non-tensor ones
+/// (e.g. skl2onnx's ZipMap).
+fn output_selection(
+    session: &Session,
+    signature: &Signature,
+) -> Option<RunOptions<ort::session::HasSelectedOutputs>> {
+    if signature.outputs.len() < session.outputs().len() {
         let selector = signature
             .outputs
             .iter()
@@ -413,8 +453,11 @@ fn serve(mut session: Session, signature: &Signature, rx: mpsc::Receiver<Command
         }
     } else {
         None
-    };
+    }
+}
 
+fn serve(mut session: Session, signature: &Signature, rx: mpsc::Receiver<Command>) {
+    let selected = output_selection(&session, signature);
     while let Ok(Command {
         inputs,
         reply,
@@ -482,6 +525,10 @@ fn build_session(
         .with_intra_threads(cfg.intra_threads)
         .map_err(|e| load(e.into()))?
         .with_inter_threads(1)
+        .map_err(|e| load(e.into()))?
+        // Idle intra-op threads sleep instead of spinning: instances share cores with each
+        // other and with the HTTP server, and a spinning pool starves both.
+        .with_intra_op_spinning(false)
         .map_err(|e| load(e.into()))?;
     if let Some(path) = &cfg.optimized_model_out {
         builder = builder

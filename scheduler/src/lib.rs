@@ -10,7 +10,7 @@ pub mod state;
 
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{
-    variant_cost_per_query, InstanceEntry, Prices, Snapshot, SnapshotBuilder, SnapshotError,
-    VariantEntry, WorkerEntry,
+    variant_cost_per_query, InFlight, InFlightGuard, InstanceEntry, Prices, Snapshot,
+    SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry,
 };
 pub use state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};

@@ -235,12 +235,13 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
             if inst.state == InstanceState::Inactive {
                 continue;
             }
-            let predicted_ms = v.predicted_ms(inst.queue_len, rows);
+            let queued = s.queued(ii);
+            let predicted_ms = v.predicted_ms(queued, rows);
             let pick = Pick {
                 instance: ii,
                 variant: vi,
                 predicted_ms,
-                load: inst.queue_len as f64 / max_batch,
+                load: queued as f64 / max_batch,
                 accuracy: v.accuracy,
                 fits: fits_slo(predicted_ms, q.latency_slo_ms),
             };
@@ -360,7 +361,8 @@ fn serve(s: &Snapshot, q: &Query, prices: &Prices, p: Pick, why: &str) -> Decisi
     let rows = q.rows.max(1);
     let v = &s.variants()[p.variant];
     let inst = &s.instances()[p.instance];
-    let join = (inst.queue_len + rows).min(v.max_batch);
+    let queued = s.queued(p.instance);
+    let join = (queued + rows).min(v.max_batch);
     let batch = v.latency_at(join).map_or(join, |(point, _)| point.batch);
     let mut reason = format!(
         "{} instance {} of {}: p99 {} ms at batch {batch} with {} row(s) queued",
@@ -368,7 +370,7 @@ fn serve(s: &Snapshot, q: &Query, prices: &Prices, p: Pick, why: &str) -> Decisi
         inst.id,
         v.name,
         Ms(p.predicted_ms),
-        inst.queue_len,
+        queued,
     );
     match q.latency_slo_ms {
         Some(slo) if p.fits => _ = write!(reason, " fits SLO {} ms", Ms(slo)),
@@ -484,7 +486,7 @@ mod tests {
 
     use super::*;
     use crate::snapshot::tests::{instance, variant, worker};
-    use crate::snapshot::SnapshotBuilder;
+    use crate::snapshot::{InFlight, SnapshotBuilder};
 
     const PRICES: Prices = Prices {
         cpu_core_per_s: 1.0,
@@ -685,6 +687,41 @@ mod tests {
             panic!()
         };
         assert_eq!(predicted_ms, 12.0);
+    }
+
+    #[test]
+    fn live_in_flight_rows_count_before_the_next_heartbeat() {
+        let mut f = fixture();
+        let mid = f.mid;
+        let (w1, w2) = (f.worker("w1", 0.1), f.worker("w2", 0.9));
+        let first = f.instance("first", mid, w1);
+        let second = f.instance("second", mid, w2);
+        let mut s = f.b.build();
+        // Shared counters survive a rebuild: attach the same one to a second snapshot.
+        let counter = InFlight::default();
+        s.attach_in_flight(first, counter.clone()).unwrap();
+        let q = app(Some(50.0), Some(0.9));
+        let guard = counter.enter(12);
+        assert_eq!(s.queued(first), 12);
+        assert!(matches!(select(&s, &q, &PRICES),
+            Decision::Serve { instance, .. } if instance == second));
+        // A reported queue longer than the live count wins.
+        s.set_instance_load(first, 20, 0.0).unwrap();
+        assert_eq!(s.queued(first), 20);
+        s.set_instance_load(first, 0, 0.0).unwrap();
+        // Answered: the rows leave the count and the instance is idle again.
+        drop(guard);
+        assert_eq!(s.queued(first), 0);
+        let Decision::Serve { predicted_ms, .. } = select(&s, &q, &PRICES) else {
+            panic!()
+        };
+        assert_eq!(predicted_ms, 2.0);
+        // Past the SLO on every instance: the selector loads a replica instead of queueing.
+        let _a = counter.enter(400);
+        let other = InFlight::default();
+        s.attach_in_flight(second, other.clone()).unwrap();
+        let _b = other.enter(400);
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
     }
 
     #[test]

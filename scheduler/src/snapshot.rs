@@ -9,10 +9,14 @@
 //! - hardware kind -> live workers that have it.
 //!
 //! Load figures and states change in place in O(1); a removed worker's instances leave the
-//! indexes at once. Removed instances keep their slot (indices stay valid, state Inactive) until
+//! indexes at once. Each instance also has a live in-flight counter ([`InFlight`]) that the
+//! query path raises and lowers as it dispatches and answers queries, so selection sees a
+//! queue build up at once rather than at the next heartbeat. Removed instances keep their slot (indices stay valid, state Inactive) until
 //! the controller rebuilds the snapshot.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use infaas_core::{HardwareKind, LatencyPoint};
 use serde::{Deserialize, Serialize};
@@ -131,6 +135,39 @@ pub struct InstanceEntry {
     pub qps: f64,
 }
 
+/// Rows of queries dispatched to an instance and not yet answered, shared between
+/// snapshots (the controller keeps one per instance id and attaches it to every rebuild).
+#[derive(Debug, Clone, Default)]
+pub struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Counts `rows` in flight until the guard drops.
+    pub fn enter(&self, rows: usize) -> InFlightGuard {
+        self.0.fetch_add(rows, Ordering::Relaxed);
+        InFlightGuard {
+            counter: self.clone(),
+            rows,
+        }
+    }
+}
+
+/// See [`InFlight::enter`].
+#[derive(Debug)]
+pub struct InFlightGuard {
+    counter: InFlight,
+    rows: usize,
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.counter.0.fetch_sub(self.rows, Ordering::Relaxed);
+    }
+}
+
 /// Resource prices, in the same currency unit throughout.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Prices {
@@ -211,6 +248,8 @@ pub struct Snapshot {
     variants: Vec<VariantEntry>,
     workers: Vec<WorkerEntry>,
     instances: Vec<InstanceEntry>,
+    /// Live in-flight rows, parallel to `instances`.
+    in_flight: Vec<InFlight>,
     variant_ids: HashMap<String, usize>,
     worker_ids: HashMap<String, usize>,
     instance_ids: HashMap<String, usize>,
@@ -347,6 +386,34 @@ impl Snapshot {
         &self.instances
     }
 
+    /// The live in-flight counter of an instance.
+    pub fn in_flight(&self, instance: usize) -> Option<&InFlight> {
+        self.in_flight.get(instance)
+    }
+
+    /// Shares `counter` as the in-flight counter of an instance (O(1)).
+    pub fn attach_in_flight(
+        &mut self,
+        instance: usize,
+        counter: InFlight,
+    ) -> Result<(), SnapshotError> {
+        let slot = self
+            .in_flight
+            .get_mut(instance)
+            .ok_or(SnapshotError::UnknownInstance(instance))?;
+        *slot = counter;
+        Ok(())
+    }
+
+    /// Rows ahead of a new query at an instance: the larger of the queue its worker last
+    /// reported and the rows this controller has in flight there (which include the batch
+    /// being run, so it errs on the side of a longer queue).
+    pub fn queued(&self, instance: usize) -> usize {
+        let reported = self.instances.get(instance).map_or(0, |i| i.queue_len);
+        let live = self.in_flight.get(instance).map_or(0, InFlight::get);
+        reported.max(live)
+    }
+
     pub fn variant_index(&self, id: &str) -> Option<usize> {
         self.variant_ids.get(id).copied()
     }
@@ -423,6 +490,7 @@ impl Snapshot {
         self.by_worker[i.worker].push(idx);
         self.instance_ids.insert(i.id.clone(), idx);
         self.instances.push(i);
+        self.in_flight.push(InFlight::default());
         Ok(idx)
     }
 

@@ -2,6 +2,7 @@
 //! their heartbeats and liveness, the state machine of every instance, and the selection
 //! index (a [`Snapshot`]) that queries read without locks held across awaits.
 
+pub mod catalog;
 pub mod remote;
 pub mod schema;
 pub mod worker_process;
@@ -12,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use infaas_core::{HardwareKind, Tensor};
 use infaas_scheduler::{
-    next_state, peak_qps, InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot,
-    Thresholds, VariantEntry, WorkerEntry,
+    next_state, peak_qps, InFlight, InstanceEntry, InstanceFigures, InstanceState, Prices,
+    Snapshot, Thresholds, VariantEntry, WorkerEntry,
 };
-use infaas_store::{CatalogEntry, Db};
+use infaas_store::Db;
 use infaas_worker::{Heartbeat, InstanceReport, LoadRequest, NodeConfig, WorkerError, WorkerNode};
 use tokio_util::sync::CancellationToken;
 
@@ -137,12 +138,7 @@ struct WorkerSlot {
     alive: bool,
 }
 
-/// A variant in the index with what serving needs beyond the selector's entry.
-#[derive(Debug, Clone)]
-pub struct Served {
-    pub entry: CatalogEntry,
-    pub inputs: Vec<schema::InputSpec>,
-}
+pub use catalog::{Catalog, Served};
 
 pub struct Cluster {
     db: Db,
@@ -151,7 +147,9 @@ pub struct Cluster {
     heartbeat_timeout: Duration,
     local: Option<Arc<WorkerNode>>,
     workers: RwLock<HashMap<String, WorkerSlot>>,
-    catalog: RwLock<Arc<HashMap<String, Served>>>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Live in-flight rows per instance id, attached to every rebuilt snapshot.
+    in_flight: Mutex<HashMap<String, InFlight>>,
     states: Mutex<HashMap<String, InstanceState>>,
     snapshot: RwLock<Arc<Snapshot>>,
     /// Refreshes run one at a time, so an older read never replaces a newer one.
@@ -176,7 +174,8 @@ impl Cluster {
             heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
             local: local.clone(),
             workers: RwLock::new(HashMap::new()),
-            catalog: RwLock::new(Arc::new(HashMap::new())),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            in_flight: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
             refreshing: tokio::sync::Mutex::new(()),
@@ -199,23 +198,16 @@ impl Cluster {
             .unwrap_or_else(|p| p.into_inner().clone())
     }
 
-    pub fn served(&self, variant_id: &str) -> Option<Served> {
-        self.catalog.read().ok()?.get(variant_id).cloned()
-    }
-
-    /// Every served variant of an application or model of a tenant.
-    pub fn served_of(&self, tenant: &str, app: Option<&str>, model: Option<&str>) -> Vec<Served> {
+    /// The served variants as of the last refresh.
+    pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog
             .read()
-            .map(|c| {
-                c.values()
-                    .filter(|s| s.entry.tenant_id == tenant)
-                    .filter(|s| app.is_none_or(|a| s.entry.app == a))
-                    .filter(|s| model.is_none_or(|m| s.entry.model == m))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+            .map(|c| c.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    pub fn served(&self, variant_id: &str) -> Option<Arc<Served>> {
+        self.catalog().variant(variant_id).cloned()
     }
 
     pub fn handle(&self, worker_id: &str) -> Option<WorkerHandle> {
@@ -317,22 +309,10 @@ impl Cluster {
     /// Reloads the served variants from the database.
     pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
         let _one_at_a_time = self.refreshing.lock().await;
-        let entries = self.db.serving_catalog().await?;
-        let map: HashMap<String, Served> = entries
-            .into_iter()
-            .map(|e| {
-                let inputs = schema::inputs_of(e.signature.as_ref());
-                (e.variant.id.clone(), Served { entry: e, inputs })
-            })
-            .collect();
-        let changed = self
-            .catalog
-            .read()
-            .map(|c| c.len() != map.len() || map.keys().any(|k| !c.contains_key(k)))
-            .unwrap_or(true);
-        if changed {
+        let fresh = Catalog::build(self.db.serving_catalog().await?);
+        if !self.catalog().same_variants(&fresh) {
             if let Ok(mut c) = self.catalog.write() {
-                *c = Arc::new(map);
+                *c = Arc::new(fresh);
             }
             self.rebuild();
         }
@@ -360,7 +340,7 @@ impl Cluster {
     }
 
     fn update_states(&self) {
-        let catalog = self.catalog.read().map(|c| c.clone()).unwrap_or_default();
+        let catalog = self.catalog();
         let Ok(workers) = self.workers.read() else {
             return;
         };
@@ -371,7 +351,7 @@ impl Cluster {
         for w in workers.values().filter(|w| w.alive) {
             for i in &w.beat.instances {
                 let id = instance_id(&w.beat.worker.id, &i.variant_id);
-                let Some(served) = catalog.get(&i.variant_id) else {
+                let Some(served) = catalog.variant(&i.variant_id) else {
                     continue;
                 };
                 let v = &served.entry.variant;
@@ -414,22 +394,21 @@ impl Cluster {
 
     /// Rebuilds the selection index from the catalog, live workers and their instances.
     pub fn rebuild(&self) {
-        let catalog = self.catalog.read().map(|c| c.clone()).unwrap_or_default();
+        let catalog = self.catalog();
         let Ok(workers) = self.workers.read() else {
             return;
         };
         let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
         let mut b = Snapshot::builder();
-        let mut keys: Vec<&String> = catalog.keys().collect();
-        keys.sort();
-        for id in keys {
-            let Some(s) = catalog.get(id) else { continue };
+        let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
+        served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
+        for s in served {
             let v = &s.entry.variant;
             let entry = VariantEntry {
                 id: v.id.clone(),
                 name: v.name.clone(),
                 model: s.entry.model.clone(),
-                app: schema::app_key(&s.entry.app, &schema::model_key(&s.inputs)),
+                app: schema::app_key(&s.entry.app, &s.schema_key),
                 accuracy: v.accuracy.unwrap_or(0.0),
                 hardware: v.hardware,
                 threads: v.threads,
@@ -466,6 +445,10 @@ impl Cluster {
             }
         }
         let mut snapshot = b.build();
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return;
+        };
+        let mut live = HashMap::with_capacity(in_flight.len());
         for w in workers.values().filter(|w| w.alive) {
             let Some(&widx) = worker_idx.get(&w.beat.worker.id) else {
                 continue;
@@ -476,16 +459,22 @@ impl Cluster {
                 };
                 let id = instance_id(&w.beat.worker.id, &i.variant_id);
                 let state = states.get(&id).copied().unwrap_or(InstanceState::Active);
-                let _ = snapshot.add_instance(InstanceEntry {
-                    id,
+                let counter = in_flight.remove(&id).unwrap_or_default();
+                if let Ok(idx) = snapshot.add_instance(InstanceEntry {
+                    id: id.clone(),
                     variant: vidx,
                     worker: widx,
                     state,
                     queue_len: i.queue_rows,
                     qps: i.qps,
-                });
+                }) {
+                    let _ = snapshot.attach_in_flight(idx, counter.clone());
+                    live.insert(id, counter);
+                }
             }
         }
+        // Counters of instances that left the index are dropped with the old map.
+        *in_flight = live;
         if let Ok(mut s) = self.snapshot.write() {
             *s = Arc::new(snapshot);
         }

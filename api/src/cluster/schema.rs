@@ -82,6 +82,33 @@ pub fn query_key(inputs: &[Tensor]) -> String {
     }
 }
 
+/// Whether a model with inputs `specs` takes `inputs` (the batch dimension aside): one input
+/// of the right dtype and feature shape whatever its name for a single-input model, every
+/// input by name otherwise. A dynamic feature dimension (-1) takes any size.
+pub fn accepts(specs: &[InputSpec], inputs: &[Tensor]) -> bool {
+    let fits = |spec: &InputSpec, t: &Tensor| {
+        spec.datatype == t.dtype().as_str()
+            && spec.features.len() + 1 == t.shape.len()
+            && spec
+                .features
+                .iter()
+                .zip(&t.shape[1..])
+                .all(|(&want, &got)| want < 0 || want as usize == got)
+    };
+    match (specs, inputs) {
+        ([spec], [t]) => fits(spec, t),
+        _ => {
+            specs.len() == inputs.len()
+                && specs.iter().all(|spec| {
+                    inputs
+                        .iter()
+                        .find(|t| t.name == spec.name)
+                        .is_some_and(|t| fits(spec, t))
+                })
+        }
+    }
+}
+
 /// The application key of a schema in the selection index.
 pub fn app_key(app: &str, key: &str) -> String {
     format!("{app}\u{1f}{key}")
@@ -117,6 +144,18 @@ pub fn describe(inputs: &[InputSpec]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dynamic_feature_dimensions_take_any_size() {
+        let sig = serde_json::json!({"inputs": [{"name": "tokens", "datatype": "INT64", "shape": [-1, -1]}]});
+        let specs = inputs_of(Some(&sig));
+        for n in [1usize, 7, 300] {
+            let t = Tensor::new("ids", vec![2, n], TensorData::Int64(vec![0; 2 * n])).unwrap();
+            assert!(accepts(&specs, &[t]));
+        }
+        let rank3 = Tensor::new("ids", vec![1, 2, 2], TensorData::Int64(vec![0; 4])).unwrap();
+        assert!(!accepts(&specs, &[rank3]));
+    }
+
     use super::*;
     use infaas_core::TensorData;
 
@@ -126,6 +165,9 @@ mod tests {
         let specs = inputs_of(Some(&sig));
         let t = Tensor::new("input", vec![2, 64], TensorData::Fp32(vec![0.0; 128])).unwrap();
         assert_eq!(model_key(&specs), query_key(std::slice::from_ref(&t)));
+        assert!(accepts(&specs, std::slice::from_ref(&t)));
+        let fp64 = Tensor::new("input", vec![2, 64], TensorData::Fp64(vec![0.0; 128])).unwrap();
+        assert!(!accepts(&specs, &[fp64]));
         let adapted = adapt(vec![t], &specs);
         assert_eq!(adapted[0].name, "pixels");
     }
@@ -138,8 +180,11 @@ mod tests {
         let specs = inputs_of(Some(&sig));
         let l = Tensor::new("right", vec![1, 32], TensorData::Fp32(vec![0.0; 32])).unwrap();
         let r = Tensor::new("left", vec![1, 32], TensorData::Fp32(vec![0.0; 32])).unwrap();
-        assert_eq!(model_key(&specs), query_key(&[l.clone(), r]));
+        assert_eq!(model_key(&specs), query_key(&[l.clone(), r.clone()]));
         let wrong = Tensor::new("x", vec![1, 32], TensorData::Fp32(vec![0.0; 32])).unwrap();
+        assert!(accepts(&specs, &[l.clone(), r.clone()]));
+        assert!(!accepts(&specs, &[l.clone(), wrong.clone()]));
+        assert!(!accepts(&specs, std::slice::from_ref(&l)));
         assert_ne!(model_key(&specs), query_key(&[l, wrong]));
     }
 }

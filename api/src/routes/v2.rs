@@ -49,10 +49,11 @@ pub async fn server(_p: Principal) -> Response {
 /// Whether `name` means a model or an application: a served model wins, then a served
 /// application, then whatever the database knows.
 async fn goal<'a>(state: &AppState, tenant: &str, name: &'a str) -> Goal<'a> {
-    if !state.cluster.served_of(tenant, None, Some(name)).is_empty() {
+    let catalog = state.cluster.catalog();
+    if catalog.model(tenant, name).is_some() {
         return Goal::Model(name);
     }
-    if !state.cluster.served_of(tenant, Some(name), None).is_empty() {
+    if catalog.app(tenant, name).is_some() {
         return Goal::App(name);
     }
     match state.db.get_model(tenant, name).await {
@@ -66,13 +67,11 @@ fn dtype(s: &str) -> DataType {
 }
 
 async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<Response> {
-    let by_model = state.cluster.served_of(tenant, None, Some(name));
-    let served = if by_model.is_empty() {
-        state.cluster.served_of(tenant, Some(name), None)
-    } else {
-        by_model
-    };
-    let first = match served.first() {
+    let catalog = state.cluster.catalog();
+    let served = catalog
+        .model(tenant, name)
+        .or_else(|| catalog.app(tenant, name).map(|a| &a.example));
+    let first = match served {
         Some(s) => s.clone(),
         None => {
             // A registered model that is not ready yet still has a signature.
@@ -154,8 +153,8 @@ pub async fn model_version(
 }
 
 fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
-    let served = !state.cluster.served_of(tenant, None, Some(name)).is_empty()
-        || !state.cluster.served_of(tenant, Some(name), None).is_empty();
+    let catalog = state.cluster.catalog();
+    let served = catalog.model(tenant, name).is_some() || catalog.app(tenant, name).is_some();
     if served {
         StatusCode::OK
     } else {
