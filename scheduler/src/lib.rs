@@ -3,7 +3,9 @@
 //! - [`state`]: the per-instance state machine (Inactive, Active, Overloaded, Interfered).
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
+//! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
 
+pub mod autoscale;
 pub mod select;
 pub mod snapshot;
 pub mod state;

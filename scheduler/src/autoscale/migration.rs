@@ -1,0 +1,225 @@
+//! Moving instances away from interference: an instance Interfered for at least
+//! [`MigrationConfig::periods`] consecutive periods is loaded on another worker, then unloaded
+//! from its own ([`ActionKind::Migrate`]).
+//!
+//! The destination is the least-utilised other live worker with the variant's hardware, room
+//! for its threads and memory, and no Interfered instance of its own. An instance with no such
+//! worker stays where it is; when that holds on every worker of a kind, the VM-Autoscaler adds
+//! one ([`crate::autoscale::workers`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::autoscale::problem::Room;
+use crate::autoscale::{Action, ActionKind};
+use crate::snapshot::{Prices, Snapshot};
+use crate::state::InstanceState;
+
+/// Threshold of migration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MigrationConfig {
+    /// Consecutive Interfered periods before an instance moves (3).
+    pub periods: usize,
+}
+
+impl Default for MigrationConfig {
+    fn default() -> Self {
+        MigrationConfig { periods: 3 }
+    }
+}
+
+/// Consecutive Interfered periods per instance, fed once per period with every instance's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InterferenceCounter {
+    periods: Vec<usize>,
+}
+
+impl InterferenceCounter {
+    /// Records one period: `states[i]` is instance `i`'s state.
+    pub fn observe(&mut self, states: impl IntoIterator<Item = InstanceState>) {
+        let mut n = 0;
+        for (i, state) in states.into_iter().enumerate() {
+            if i == self.periods.len() {
+                self.periods.push(0);
+            }
+            self.periods[i] = if state == InstanceState::Interfered {
+                self.periods[i] + 1
+            } else {
+                0
+            };
+            n = i + 1;
+        }
+        self.periods.truncate(n);
+    }
+
+    /// Records one period from the snapshot's instance states.
+    pub fn observe_snapshot(&mut self, s: &Snapshot) {
+        self.observe(s.instances().iter().map(|i| i.state));
+    }
+
+    /// Consecutive Interfered periods of every instance, by index.
+    pub fn periods(&self) -> &[usize] {
+        &self.periods
+    }
+}
+
+/// Migrations for this period. `interfered_periods[i]` is instance `i`'s count of consecutive
+/// Interfered periods ([`InterferenceCounter::periods`]); missing entries count as 0.
+pub fn migrations(
+    s: &Snapshot,
+    interfered_periods: &[usize],
+    prices: &Prices,
+    cfg: &MigrationConfig,
+) -> Vec<Action> {
+    let workers = s.workers();
+    let mut noisy = vec![false; workers.len()];
+    for i in s.instances() {
+        if i.state == InstanceState::Interfered {
+            noisy[i.worker] = true;
+        }
+    }
+    let mut room = Room::new(workers);
+    // Longest interfered first.
+    let mut due: Vec<usize> = (0..s.instances().len())
+        .filter(|&i| {
+            s.instances()[i].state == InstanceState::Interfered
+                && interfered_periods.get(i).is_some_and(|&p| p >= cfg.periods)
+        })
+        .collect();
+    due.sort_by_key(|&i| std::cmp::Reverse(interfered_periods[i]));
+    let mut actions = Vec::new();
+    for i in due {
+        let inst = &s.instances()[i];
+        let v = &s.variants()[inst.variant];
+        let mut best: Option<usize> = None;
+        for w in 0..workers.len() {
+            if w == inst.worker || noisy[w] || !room.fits(workers, w, v) {
+                continue;
+            }
+            if best.is_none_or(|b| workers[w].utilisation < workers[b].utilisation) {
+                best = Some(w);
+            }
+        }
+        let Some(to) = best else {
+            continue;
+        };
+        room.take(to, v);
+        let rate = prices.rate_per_s(v);
+        actions.push(Action {
+            kind: ActionKind::Migrate {
+                instance: i,
+                from_worker: inst.worker,
+                to_worker: to,
+            },
+            reason: format!(
+                "instance {} of {} Interfered for {} periods (>= {}) on worker {}; \
+                 worker {} is the least utilised ({:.2}) without interference that has room",
+                inst.id,
+                v.name,
+                interfered_periods[i],
+                cfg.periods,
+                workers[inst.worker].id,
+                workers[to].id,
+                workers[to].utilisation,
+            ),
+            cost_before_per_s: rate,
+            cost_after_per_s: rate,
+        });
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::tests::{instance, variant, worker};
+    use infaas_core::HardwareKind::Cpu;
+
+    const PRICES: Prices = Prices {
+        cpu_core_per_s: 1.0,
+        memory_gb_per_s: 0.0,
+        gpu_per_s: 0.0,
+    };
+
+    /// Instance 0 Interfered on w0; w1 (busy), w2 (idle but interfered), w3 (full), w4.
+    fn snapshot() -> Snapshot {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w0 = b.add_worker(worker("w0", &[Cpu], 0.5)).unwrap();
+        b.add_worker(worker("w1", &[Cpu], 0.6)).unwrap();
+        let w2 = b.add_worker(worker("w2", &[Cpu], 0.0)).unwrap();
+        let mut full = worker("w3", &[Cpu], 0.0);
+        full.cores_used = full.cores;
+        b.add_worker(full).unwrap();
+        b.add_worker(worker("w4", &[Cpu], 0.3)).unwrap();
+        let i0 = b.add_instance(instance("i0", v, w0)).unwrap();
+        let i1 = b.add_instance(instance("i1", v, w2)).unwrap();
+        let mut s = b.build();
+        s.set_instance_state(i0, InstanceState::Interfered).unwrap();
+        s.set_instance_state(i1, InstanceState::Interfered).unwrap();
+        s
+    }
+
+    #[test]
+    fn counter_counts_consecutive_interfered_periods() {
+        let mut c = InterferenceCounter::default();
+        use InstanceState::*;
+        c.observe([Interfered, Active]);
+        c.observe([Interfered, Interfered]);
+        assert_eq!(c.periods(), [2, 1]);
+        c.observe([Active, Interfered, Interfered]);
+        assert_eq!(c.periods(), [0, 2, 1]);
+        c.observe([Interfered]);
+        assert_eq!(c.periods(), [1]);
+    }
+
+    #[test]
+    fn migrates_after_k_periods_to_the_least_utilised_clean_worker_with_room() {
+        let s = snapshot();
+        let cfg = MigrationConfig::default();
+        let mut c = InterferenceCounter::default();
+        c.observe_snapshot(&s);
+        c.observe_snapshot(&s);
+        assert!(migrations(&s, c.periods(), &PRICES, &cfg).is_empty());
+        c.observe_snapshot(&s);
+        let a = migrations(&s, c.periods(), &PRICES, &cfg);
+        // Both are due; neither goes to w2 (interfered) or w3 (full): w4 is the least utilised
+        // clean worker with room, for both.
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::Migrate {
+                instance: 0,
+                from_worker: 0,
+                to_worker: 4
+            }
+        );
+        assert_eq!(
+            a[1].kind,
+            ActionKind::Migrate {
+                instance: 1,
+                from_worker: 2,
+                to_worker: 4
+            }
+        );
+        assert_eq!(a[0].cost_before_per_s, a[0].cost_after_per_s);
+        assert!(
+            a[0].reason.contains("Interfered for 3 periods"),
+            "{}",
+            a[0].reason
+        );
+    }
+
+    #[test]
+    fn no_destination_means_no_migration() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w0 = b.add_worker(worker("w0", &[Cpu], 0.5)).unwrap();
+        let mut full = worker("w1", &[Cpu], 0.0);
+        full.memory_used = full.memory_bytes;
+        b.add_worker(full).unwrap();
+        let i0 = b.add_instance(instance("i0", v, w0)).unwrap();
+        let mut s = b.build();
+        s.set_instance_state(i0, InstanceState::Interfered).unwrap();
+        assert!(migrations(&s, &[10], &PRICES, &MigrationConfig::default()).is_empty());
+    }
+}

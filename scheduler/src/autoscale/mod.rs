@@ -1,0 +1,181 @@
+//! Autoscaling policies (INFaaS §4.2, §5; Themis §4-5) as pure functions of their inputs.
+//!
+//! The control loops that gather the inputs and carry out the [`Action`]s live elsewhere; here
+//! nothing does I/O or waits.
+//!
+//! - [`mod@model`]: the Model-Autoscaler's greedy heuristic (replicate, upgrade, remove a
+//!   replica, downgrade), one decision in well under a millisecond.
+//! - [`mod@ilp`]: the same problem solved exactly as an integer linear program (CBC), and
+//!   [`ilp::gap`], which measures how far a greedy plan is from the optimum.
+//! - [`mod@vertical`]: Themis' vertical-first scaling: more intra-op threads for an overloaded
+//!   CPU instance now, smaller instances once the load has been stable.
+//! - [`mod@workers`]: the VM-Autoscaler's decision to add or remove workers.
+//! - [`mod@migration`]: moving instances that stay Interfered.
+//!
+//! # The model-scaling problem
+//!
+//! A [`Family`] is one model architecture of an application: the variants that can serve its
+//! queries, the load it must serve `L` (rows/s), its latency SLO `S` and minimum accuracy. For
+//! variant `j`: `Q_j` its saturation throughput ([`VariantEntry::peak_qps`]), `C_j` the price per
+//! second of the resources an instance holds ([`Prices::rate_per_s`]), `T_j` its load time in
+//! seconds, `N_j` its running instances, of which `R_j` may be removed.
+//!
+//! Variables (all non-negative integers, except `u`):
+//! - `x_jw`: new instances of `j` loaded on worker `w`, only for `j` that may be loaded for its
+//!   family (p99 at a full batch within the SLO, accuracy at least the minimum, `Q_j > 0`) and
+//!   `w` alive with `j`'s hardware; bounded by what fits on `w` and by `ceil(slack * L / Q_j)`;
+//! - `r_j <= R_j`: running instances of `j` unloaded;
+//! - `u_f >= 0` (continuous): load of family `f` left without capacity, rows/s.
+//!
+//! Constraints:
+//! 1. load with slack, per family: `sum_j Q_j (N_j - r_j + sum_w x_jw) + u_f >= slack * L_f`;
+//! 2. SLO and accuracy of newly loaded variants: by construction of the `x` variables;
+//! 3. resources, per worker: `sum_j threads_j x_jw <= free cores of w` and the same for memory.
+//!    Loads must fit in the room there is now: the controller loads first and unloads the
+//!    replaced instances once the new ones serve, so a plan never counts on freed room;
+//! 4. counts stay non-negative: `r_j <= R_j`.
+//!
+//! Objective (INFaaS' `sum Cost(delta)` plus the running cost, which differs by a constant):
+//!
+//! `min  sum_j C_j (N_j - r_j + X_j)  +  lambda * sum_j C_j T_j X_j  +  M * sum_f u_f`
+//!
+//! with `X_j = sum_w x_jw`. `lambda` (1/s) weighs load time against hardware cost; `M` is large
+//! enough that leaving load unserved is only chosen when nothing can be loaded ([`Objective`]).
+//!
+//! # Thresholds ([`ScalingConfig`])
+//!
+//! - `slack` (1.05, INFaaS §5): headroom = saturation throughput of a family's running
+//!   instances / its load. Below `slack`, the family scales up.
+//! - `scale_down` (1.5): above it, the family considers removing a replica or downgrading,
+//!   each only when headroom stays at least `slack` afterwards, and only for instances that have
+//!   been in their state for at least their variant's load time (INFaaS' `T_v`).
+//! - `lambda_per_s` (0.1): weight of load time in the objective.
+//!
+//! Worker thresholds (80% utilisation, 80% of workers overloaded, cool-down) are in
+//! [`WorkerConfig`]; vertical scaling's in [`VerticalConfig`]; migration's in
+//! [`MigrationConfig`].
+
+pub mod ilp;
+pub mod migration;
+pub mod model;
+mod problem;
+pub mod vertical;
+pub mod workers;
+
+use infaas_core::HardwareKind;
+use serde::{Deserialize, Serialize};
+
+#[cfg(doc)]
+use crate::snapshot::{Prices, VariantEntry};
+
+pub use ilp::{exact, gap, Gap};
+pub use migration::{migrations, InterferenceCounter, MigrationConfig};
+pub use model::greedy;
+pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
+pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
+pub use workers::{scale_workers, WorkerConfig, WorkerView};
+
+/// Thresholds and weights of model autoscaling; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ScalingConfig {
+    /// Minimum headroom (saturation throughput / load); below it a family scales up.
+    pub slack: f64,
+    /// Headroom above which a family considers scaling down.
+    pub scale_down: f64,
+    /// Weight of load time in the objective, per second.
+    pub lambda_per_s: f64,
+}
+
+impl Default for ScalingConfig {
+    fn default() -> Self {
+        ScalingConfig {
+            slack: 1.05,
+            scale_down: 1.5,
+            lambda_per_s: 0.1,
+        }
+    }
+}
+
+/// What to change. Instance, variant and worker numbers are indices into the snapshot (or the
+/// slices) the decision was taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// Load one more instance of `variant` on `worker` (a new variant of the family when none
+    /// of it runs).
+    Replicate { variant: usize, worker: usize },
+    /// Load `to`, a variant with a higher saturation throughput, on `worker`, then unload
+    /// instance `from`.
+    Upgrade {
+        from: usize,
+        to: usize,
+        worker: usize,
+    },
+    /// Load `to`, a variant with no higher saturation throughput (chosen for its lower
+    /// price), on `worker`, then unload instance `from`.
+    Downgrade {
+        from: usize,
+        to: usize,
+        worker: usize,
+    },
+    /// Unload `instance`.
+    RemoveReplica { instance: usize },
+    /// Raise `instance`'s intra-op threads from `from` to `to` in place.
+    AddThreads {
+        instance: usize,
+        from: usize,
+        to: usize,
+    },
+    /// Load `replicas` new instances at `threads` threads beside `instance`, then shrink
+    /// `instance` to `threads`.
+    Rebalance {
+        instance: usize,
+        threads: usize,
+        replicas: usize,
+    },
+    /// Load `instance`'s variant on `to_worker`, then unload `instance` from `from_worker`.
+    Migrate {
+        instance: usize,
+        from_worker: usize,
+        to_worker: usize,
+    },
+    /// Start a worker with `hardware`.
+    AddWorker { hardware: HardwareKind },
+    /// Stop `worker`.
+    RemoveWorker { worker: usize },
+}
+
+/// One decision with its reason and what it does to the cost of the resources involved (the
+/// family's instances for model actions, the instance for vertical ones, the fleet for worker
+/// ones), per second.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Action {
+    pub kind: ActionKind,
+    pub reason: String,
+    pub cost_before_per_s: f64,
+    pub cost_after_per_s: f64,
+}
+
+/// Why a policy could not decide.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScalingError {
+    #[error("{what} index {index} is out of range")]
+    OutOfRange { what: &'static str, index: usize },
+    #[error("variant {variant} belongs to families {first} and {second}")]
+    SharedVariant {
+        variant: usize,
+        first: usize,
+        second: usize,
+    },
+    #[error("family {family:?}: {problem}")]
+    InvalidFamily {
+        family: String,
+        problem: &'static str,
+    },
+    #[error("the solver failed")]
+    Solver(#[from] good_lp::ResolutionError),
+    #[error("the solver stopped before proving optimality ({0})")]
+    NotOptimal(&'static str),
+}
+
+#[cfg(test)]
+mod tests;

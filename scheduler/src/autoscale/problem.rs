@@ -1,0 +1,500 @@
+//! The model-scaling problem both the greedy heuristic and the ILP solve: its input, the figures
+//! derived from it, the room left on workers, and how a plan is scored.
+
+use std::fmt::Write;
+
+use crate::autoscale::{Action, ActionKind, ScalingConfig, ScalingError};
+use crate::snapshot::{Prices, Snapshot, VariantEntry, WorkerEntry};
+use crate::state::InstanceState;
+
+/// One model architecture of an application: the variants that serve its load and the
+/// requirements a newly loaded variant must meet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// For reasons, e.g. `tenant/model`.
+    pub name: String,
+    /// Indices of its variants; a variant belongs to at most one family.
+    pub variants: Vec<usize>,
+    /// Load to serve, rows/s.
+    pub load_qps: f64,
+    /// Latency SLO in ms that a newly loaded variant must meet at a full batch.
+    pub slo_ms: Option<f64>,
+    /// Minimum accuracy a newly loaded variant must have.
+    pub min_accuracy: Option<f64>,
+}
+
+/// A loaded instance the planner may count on or remove.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Running {
+    /// Index of the instance (into the snapshot's instances).
+    pub instance: usize,
+    pub variant: usize,
+    pub worker: usize,
+    pub state: InstanceState,
+    /// How long the instance has been in `state`, in ms. It may be removed (scale-down, or
+    /// replaced by an upgrade) only once this reaches its variant's load time.
+    pub state_age_ms: f64,
+}
+
+/// What the controller knows of one family when it builds a [`ScalingInput`] from a snapshot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FamilyDemand<'s> {
+    pub tenant: &'s str,
+    pub model: &'s str,
+    /// Load to serve in rows/s; `None` takes the rows/s its instances served in the last window.
+    pub load_qps: Option<f64>,
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+}
+
+/// Everything model autoscaling reads. Variants and workers are borrowed (from a [`Snapshot`]
+/// or from plain slices in tests and simulations).
+#[derive(Debug, Clone)]
+pub struct ScalingInput<'a> {
+    pub variants: &'a [VariantEntry],
+    pub workers: &'a [WorkerEntry],
+    /// Loaded instances; Inactive ones and those on dead workers are ignored.
+    pub running: Vec<Running>,
+    pub families: Vec<Family>,
+    pub prices: Prices,
+    pub config: ScalingConfig,
+}
+
+impl<'a> ScalingInput<'a> {
+    /// One family per `(tenant, model)` of `demands`, with the snapshot's live instances of
+    /// those families; `state_age_ms(instance)` tells how long an instance has been in its state.
+    pub fn from_snapshot(
+        s: &'a Snapshot,
+        demands: &[FamilyDemand],
+        state_age_ms: impl Fn(usize) -> f64,
+        prices: Prices,
+        config: ScalingConfig,
+    ) -> Self {
+        let instances = s.instances();
+        let mut running = Vec::new();
+        let mut families = Vec::with_capacity(demands.len());
+        for d in demands {
+            let variants = s.model_variants(d.tenant, d.model).to_vec();
+            let mut served = 0.0;
+            for &v in &variants {
+                for &i in s.variant_instances(v) {
+                    let inst = &instances[i];
+                    if inst.state == InstanceState::Inactive {
+                        continue;
+                    }
+                    served += inst.qps;
+                    running.push(Running {
+                        instance: i,
+                        variant: v,
+                        worker: inst.worker,
+                        state: inst.state,
+                        state_age_ms: state_age_ms(i),
+                    });
+                }
+            }
+            families.push(Family {
+                name: format!("{}/{}", d.tenant, d.model),
+                variants,
+                load_qps: d.load_qps.unwrap_or(served),
+                slo_ms: d.slo_ms,
+                min_accuracy: d.min_accuracy,
+            });
+        }
+        ScalingInput {
+            variants: s.variants(),
+            workers: s.workers(),
+            running,
+            families,
+            prices,
+            config,
+        }
+    }
+}
+
+/// How a plan scores; the ILP minimises `objective`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Objective {
+    /// Price per second of the families' instances before the plan.
+    pub cost_before_per_s: f64,
+    /// Price per second of the families' instances after the plan.
+    pub cost_after_per_s: f64,
+    /// `lambda * sum C_j T_j` over the plan's loads.
+    pub load_term_per_s: f64,
+    /// Load (rows/s, with slack) left without capacity, summed over families.
+    pub unserved_qps: f64,
+    /// `cost_after + load_term + penalty * unserved`.
+    pub objective: f64,
+}
+
+/// A model-scaling plan: actions and their score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub actions: Vec<Action>,
+    pub score: Objective,
+}
+
+/// Figures derived once from a [`ScalingInput`], shared by the greedy heuristic and the ILP.
+#[derive(Debug)]
+pub(crate) struct Prepared<'i, 'a> {
+    pub input: &'i ScalingInput<'a>,
+    /// Per variant: its family.
+    pub family_of: Vec<Option<usize>>,
+    /// Per variant: saturation throughput, rows/s.
+    pub peak: Vec<f64>,
+    /// Per variant: price per second of one instance.
+    pub rate: Vec<f64>,
+    /// Per variant: whether it may be newly loaded for its family.
+    pub loadable: Vec<bool>,
+    /// Per variant: indices into `input.running` of its live instances.
+    pub running: Vec<Vec<usize>>,
+    /// Per variant: how many of those may be removed.
+    pub removable: Vec<usize>,
+    /// Objective weight of one unserved row/s.
+    pub penalty: f64,
+}
+
+impl<'i, 'a> Prepared<'i, 'a> {
+    pub fn new(input: &'i ScalingInput<'a>) -> Result<Self, ScalingError> {
+        let nv = input.variants.len();
+        let mut family_of = vec![None; nv];
+        for (f, fam) in input.families.iter().enumerate() {
+            if !(fam.load_qps.is_finite() && fam.load_qps >= 0.0) {
+                return Err(ScalingError::InvalidFamily {
+                    family: fam.name.clone(),
+                    problem: "load must be finite and not negative",
+                });
+            }
+            for &v in &fam.variants {
+                let slot = family_of.get_mut(v).ok_or(ScalingError::OutOfRange {
+                    what: "variant",
+                    index: v,
+                })?;
+                match *slot {
+                    Some(first) if first != f => {
+                        return Err(ScalingError::SharedVariant {
+                            variant: v,
+                            first,
+                            second: f,
+                        })
+                    }
+                    _ => *slot = Some(f),
+                }
+            }
+        }
+        let peak: Vec<f64> = input.variants.iter().map(VariantEntry::peak_qps).collect();
+        let rate: Vec<f64> = input
+            .variants
+            .iter()
+            .map(|v| input.prices.rate_per_s(v))
+            .collect();
+        let loadable = (0..nv)
+            .map(|j| {
+                let Some(f) = family_of[j] else {
+                    return false;
+                };
+                let (v, fam) = (&input.variants[j], &input.families[f]);
+                peak[j] > 0.0
+                    && fam.min_accuracy.is_none_or(|min| v.accuracy >= min)
+                    && fam
+                        .slo_ms
+                        .is_none_or(|slo| v.latency_ms(v.max_batch) <= slo)
+            })
+            .collect();
+        let mut running = vec![Vec::new(); nv];
+        let mut removable = vec![0; nv];
+        for (k, r) in input.running.iter().enumerate() {
+            let v = input
+                .variants
+                .get(r.variant)
+                .ok_or(ScalingError::OutOfRange {
+                    what: "variant",
+                    index: r.variant,
+                })?;
+            let w = input
+                .workers
+                .get(r.worker)
+                .ok_or(ScalingError::OutOfRange {
+                    what: "worker",
+                    index: r.worker,
+                })?;
+            if r.state == InstanceState::Inactive || !w.alive || family_of[r.variant].is_none() {
+                continue;
+            }
+            running[r.variant].push(k);
+            if r.state_age_ms >= v.load_ms {
+                removable[r.variant] += 1;
+            }
+        }
+        let lambda = input.config.lambda_per_s;
+        let dearest = (0..nv)
+            .map(|j| rate[j] * (1.0 + lambda * input.variants[j].load_ms / 1000.0))
+            .fold(0.0, f64::max);
+        Ok(Prepared {
+            input,
+            family_of,
+            peak,
+            rate,
+            loadable,
+            running,
+            removable,
+            // Leaving 1/1000 of a row/s unserved weighs as much as loading the dearest variant.
+            penalty: 1000.0 * dearest.max(f64::MIN_POSITIVE),
+        })
+    }
+
+    pub fn family(&self, f: usize) -> &Family {
+        &self.input.families[f]
+    }
+
+    /// Load a family must be able to serve: `slack * load`.
+    pub fn demand(&self, f: usize) -> f64 {
+        self.input.config.slack * self.family(f).load_qps
+    }
+
+    /// Saturation throughput of the family's live instances.
+    pub fn capacity(&self, f: usize) -> f64 {
+        self.family(f)
+            .variants
+            .iter()
+            .map(|&j| self.running[j].len() as f64 * self.peak[j])
+            .sum()
+    }
+
+    /// Price per second of the family's live instances.
+    pub fn cost(&self, f: usize) -> f64 {
+        self.family(f)
+            .variants
+            .iter()
+            .map(|&j| self.running[j].len() as f64 * self.rate[j])
+            .sum()
+    }
+
+    /// Objective weight of loading one instance of `j`: `C_j (1 + lambda T_j)`.
+    pub fn load_weight(&self, j: usize) -> f64 {
+        self.rate[j] * self.load_factor(j)
+    }
+
+    /// `lambda * T_j`.
+    pub fn load_factor(&self, j: usize) -> f64 {
+        1.0 + self.input.config.lambda_per_s * self.input.variants[j].load_ms / 1000.0
+    }
+
+    /// Running instances of `j` that may be removed, as indices into `input.running`, the ones
+    /// on the busiest workers first.
+    pub fn removable_of(&self, j: usize) -> Vec<usize> {
+        let v = &self.input.variants[j];
+        let mut list: Vec<usize> = self.running[j]
+            .iter()
+            .copied()
+            .filter(|&k| self.input.running[k].state_age_ms >= v.load_ms)
+            .collect();
+        let workers = self.input.workers;
+        list.sort_by(|&a, &b| {
+            let (wa, wb) = (self.input.running[a].worker, self.input.running[b].worker);
+            workers[wb]
+                .utilisation
+                .total_cmp(&workers[wa].utilisation)
+                .then(a.cmp(&b))
+        });
+        list
+    }
+
+    /// Scores a set of changes: loads `(variant, worker)` and removals (indices into
+    /// `input.running`).
+    pub fn score(&self, loads: &[(usize, usize)], removals: &[usize]) -> Objective {
+        let nv = self.input.variants.len();
+        let mut delta = vec![0i64; nv];
+        let mut load_term = 0.0;
+        for &(j, _) in loads {
+            delta[j] += 1;
+            load_term += self.rate[j] * (self.load_factor(j) - 1.0);
+        }
+        for &k in removals {
+            delta[self.input.running[k].variant] -= 1;
+        }
+        let (mut before, mut after, mut unserved) = (0.0, 0.0, 0.0);
+        for (f, fam) in self.input.families.iter().enumerate() {
+            let mut capacity = 0.0;
+            for &j in &fam.variants {
+                let now = self.running[j].len() as f64;
+                let then = now + delta[j] as f64;
+                before += now * self.rate[j];
+                after += then * self.rate[j];
+                capacity += then * self.peak[j];
+            }
+            unserved += (self.demand(f) - capacity).max(0.0);
+        }
+        Objective {
+            cost_before_per_s: before,
+            cost_after_per_s: after,
+            load_term_per_s: load_term,
+            unserved_qps: unserved,
+            objective: after + load_term + self.penalty * unserved,
+        }
+    }
+}
+
+/// Loads as `(variant, worker)`.
+pub(crate) type Loads = Vec<(usize, usize)>;
+
+/// Free cores and memory per worker, as loads are planned.
+#[derive(Debug, Clone)]
+pub(crate) struct Room {
+    cores: Vec<usize>,
+    memory: Vec<u64>,
+}
+
+impl Room {
+    pub fn new(workers: &[WorkerEntry]) -> Room {
+        Room {
+            cores: workers.iter().map(WorkerEntry::free_cores).collect(),
+            memory: workers.iter().map(WorkerEntry::free_memory).collect(),
+        }
+    }
+
+    pub fn cores(&self, w: usize) -> usize {
+        self.cores[w]
+    }
+
+    pub fn memory(&self, w: usize) -> u64 {
+        self.memory[w]
+    }
+
+    /// Whether `v` can be loaded on worker `w` (alive, with its hardware) with the room left.
+    pub fn fits(&self, workers: &[WorkerEntry], w: usize, v: &VariantEntry) -> bool {
+        let worker = &workers[w];
+        worker.alive
+            && worker.hardware.contains(&v.hardware)
+            && self.cores[w] >= v.threads
+            && self.memory[w] >= v.memory_bytes
+    }
+
+    /// The least-utilised worker that fits `v` (INFaaS' placement), then the one with most free
+    /// cores; takes the room.
+    pub fn place(&mut self, workers: &[WorkerEntry], v: &VariantEntry) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        for w in 0..workers.len() {
+            if !self.fits(workers, w, v) {
+                continue;
+            }
+            let better = best.is_none_or(|b| {
+                workers[w]
+                    .utilisation
+                    .total_cmp(&workers[b].utilisation)
+                    .then(self.cores[b].cmp(&self.cores[w]))
+                    .is_lt()
+            });
+            if better {
+                best = Some(w);
+            }
+        }
+        let w = best?;
+        self.take(w, v);
+        Some(w)
+    }
+
+    /// Takes the room of one instance of `v` on worker `w` (which must fit it).
+    pub fn take(&mut self, w: usize, v: &VariantEntry) {
+        self.cores[w] = self.cores[w].saturating_sub(v.threads);
+        self.memory[w] = self.memory[w].saturating_sub(v.memory_bytes);
+    }
+}
+
+/// Turns one family's loads and removals into actions: a removal and a load are paired into an
+/// upgrade (the load's variant has the higher saturation throughput) or a downgrade; what is
+/// left becomes replicas added or removed. Each action's costs are the family's before and after
+/// it, in order.
+pub(crate) fn family_actions(
+    p: &Prepared,
+    f: usize,
+    loads: &[(usize, usize)],
+    removals: &[usize],
+    why: &str,
+) -> Vec<Action> {
+    let input = p.input;
+    let variants = input.variants;
+    let mut cost = p.cost(f);
+    let mut actions = Vec::with_capacity(loads.len().max(removals.len()));
+    let mut push = |kind: ActionKind, reason: String, delta: f64| {
+        actions.push(Action {
+            kind,
+            reason,
+            cost_before_per_s: cost,
+            cost_after_per_s: cost + delta,
+        });
+        cost += delta;
+    };
+    let fam = p.family(f);
+    let pairs = loads.len().min(removals.len());
+    for (&(to, worker), &k) in loads.iter().zip(removals) {
+        let r = &input.running[k];
+        let (old, new) = (&variants[r.variant], &variants[to]);
+        let up = p.peak[to] > p.peak[r.variant];
+        let kind = if up {
+            ActionKind::Upgrade {
+                from: r.instance,
+                to,
+                worker,
+            }
+        } else {
+            ActionKind::Downgrade {
+                from: r.instance,
+                to,
+                worker,
+            }
+        };
+        let mut reason = format!(
+            "{}: {} instance {} of {} (peak {:.0} rows/s, {:.3e}/s) to {} (peak {:.0} rows/s, {:.3e}/s) on worker {}",
+            fam.name,
+            if up { "upgrade" } else { "downgrade" },
+            r.instance,
+            old.name,
+            p.peak[r.variant],
+            p.rate[r.variant],
+            new.name,
+            p.peak[to],
+            p.rate[to],
+            input.workers[worker].id,
+        );
+        _ = write!(reason, "; {why}");
+        push(kind, reason, p.rate[to] - p.rate[r.variant]);
+    }
+    for &(variant, worker) in &loads[pairs..] {
+        let v = &variants[variant];
+        let what = if p.running[variant].is_empty() {
+            "load"
+        } else {
+            "replicate"
+        };
+        let reason = format!(
+            "{}: {what} {} (peak {:.0} rows/s, {:.3e}/s, load {:.0} ms) on worker {}; {why}",
+            fam.name, v.name, p.peak[variant], p.rate[variant], v.load_ms, input.workers[worker].id,
+        );
+        push(
+            ActionKind::Replicate { variant, worker },
+            reason,
+            p.rate[variant],
+        );
+    }
+    for &k in &removals[pairs..] {
+        let r = &input.running[k];
+        let reason = format!(
+            "{}: remove instance {} of {} (peak {:.0} rows/s, {:.3e}/s, {} for {:.0} ms); {why}",
+            fam.name,
+            r.instance,
+            variants[r.variant].name,
+            p.peak[r.variant],
+            p.rate[r.variant],
+            r.state.as_str(),
+            r.state_age_ms,
+        );
+        push(
+            ActionKind::RemoveReplica {
+                instance: r.instance,
+            },
+            reason,
+            -p.rate[r.variant],
+        );
+    }
+    actions
+}

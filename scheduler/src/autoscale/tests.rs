@@ -1,0 +1,584 @@
+//! Model autoscaling: the greedy heuristic, the exact ILP, and the two compared.
+
+use infaas_core::{HardwareKind, LatencyPoint};
+
+use super::ilp::Level;
+use super::problem::Prepared;
+use super::*;
+use crate::snapshot::{InstanceEntry, Prices, Snapshot, VariantEntry, WorkerEntry};
+use crate::state::InstanceState;
+
+const PRICES: Prices = Prices {
+    cpu_core_per_s: 1e-5,
+    memory_gb_per_s: 0.0,
+    gpu_per_s: 2e-4,
+};
+
+/// A variant whose saturation throughput is `peak` rows/s (max batch 8) and whose p99 at a full
+/// batch is `8 / peak * 1000 * 1.2` ms.
+pub(super) fn var(name: &str, hw: HardwareKind, threads: usize, peak: f64) -> VariantEntry {
+    let mean_ms = 8.0 / peak * 1000.0;
+    let point = |batch: usize, mean_ms: f64| LatencyPoint {
+        batch,
+        p50_ms: mean_ms,
+        p99_ms: mean_ms * 1.2,
+        mean_ms,
+        throughput_per_s: batch as f64 / mean_ms * 1000.0,
+    };
+    VariantEntry {
+        id: name.to_owned(),
+        name: name.to_owned(),
+        model: "m".to_owned(),
+        app: "app".to_owned(),
+        accuracy: 0.9,
+        hardware: hw,
+        threads,
+        max_batch: 8,
+        load_ms: 1000.0,
+        memory_bytes: 1_000_000_000,
+        latency: vec![point(1, mean_ms / 4.0), point(8, mean_ms)],
+    }
+}
+
+pub(super) fn cpu_worker(id: &str, cores: usize) -> WorkerEntry {
+    WorkerEntry {
+        id: id.to_owned(),
+        hardware: vec![HardwareKind::Cpu],
+        cores,
+        cores_used: 0,
+        memory_bytes: 64_000_000_000,
+        memory_used: 0,
+        alive: true,
+        utilisation: 0.1,
+    }
+}
+
+fn run(instance: usize, variant: usize, worker: usize, age_ms: f64) -> Running {
+    Running {
+        instance,
+        variant,
+        worker,
+        state: InstanceState::Active,
+        state_age_ms: age_ms,
+    }
+}
+
+fn family(variants: &[usize], load: f64) -> Family {
+    Family {
+        name: "acme/m".to_owned(),
+        variants: variants.to_vec(),
+        load_qps: load,
+        slo_ms: None,
+        min_accuracy: None,
+    }
+}
+
+fn input<'a>(
+    variants: &'a [VariantEntry],
+    workers: &'a [WorkerEntry],
+    running: Vec<Running>,
+    families: Vec<Family>,
+) -> ScalingInput<'a> {
+    ScalingInput {
+        variants,
+        workers,
+        running,
+        families,
+        prices: PRICES,
+        config: ScalingConfig::default(),
+    }
+}
+
+fn kinds(plan: &Plan) -> Vec<ActionKind> {
+    plan.actions.iter().map(|a| a.kind).collect()
+}
+
+const OLD: f64 = 1e6;
+
+#[test]
+fn greedy_replicates_the_running_variant_when_cheapest() {
+    // a: 1 core, 100 rows/s. b: 4 cores, 200 rows/s, slow to load.
+    let mut b = var("b", HardwareKind::Cpu, 4, 200.0);
+    b.load_ms = 5000.0;
+    let variants = [var("a", HardwareKind::Cpu, 1, 100.0), b];
+    let workers = [cpu_worker("w0", 8)];
+    let i = input(
+        &variants,
+        &workers,
+        vec![run(7, 0, 0, OLD)],
+        vec![family(&[0, 1], 150.0)],
+    );
+    let plan = greedy(&i).unwrap();
+    assert_eq!(
+        kinds(&plan),
+        [ActionKind::Replicate {
+            variant: 0,
+            worker: 0
+        }]
+    );
+    let a = &plan.actions[0];
+    assert!((a.cost_before_per_s - 1e-5).abs() < 1e-15);
+    assert!((a.cost_after_per_s - 2e-5).abs() < 1e-15);
+    assert!(
+        a.reason.contains("headroom 0.67 < slack 1.05"),
+        "{}",
+        a.reason
+    );
+    assert_eq!(plan.score.unserved_qps, 0.0);
+}
+
+#[test]
+fn greedy_upgrades_when_a_faster_variant_is_cheaper_than_replicas() {
+    // Three 4-core instances of a (100 rows/s each) serve 400 rows/s; b does 500 on 2 cores.
+    let variants = [
+        var("a", HardwareKind::Cpu, 4, 100.0),
+        var("b", HardwareKind::Cpu, 2, 500.0),
+    ];
+    let workers = [cpu_worker("w0", 16), cpu_worker("w1", 16)];
+    let running = vec![run(0, 0, 0, OLD), run(1, 0, 0, OLD), run(2, 0, 1, OLD)];
+    let i = input(&variants, &workers, running, vec![family(&[0, 1], 400.0)]);
+    let plan = greedy(&i).unwrap();
+    let k = kinds(&plan);
+    assert_eq!(k.len(), 3, "{k:?}");
+    assert!(matches!(k[0], ActionKind::Upgrade { to: 1, .. }), "{k:?}");
+    assert!(k[1..]
+        .iter()
+        .all(|k| matches!(k, ActionKind::RemoveReplica { .. })));
+    assert!(plan.score.cost_after_per_s < plan.score.cost_before_per_s);
+    assert_eq!(plan.score.unserved_qps, 0.0);
+    // The last action leaves the family at one instance of b.
+    let last = plan.actions.last().unwrap();
+    assert!((last.cost_after_per_s - 2e-5).abs() < 1e-15);
+}
+
+#[test]
+fn young_instances_are_not_replaced_or_removed() {
+    let variants = [
+        var("a", HardwareKind::Cpu, 4, 100.0),
+        var("b", HardwareKind::Cpu, 2, 500.0),
+    ];
+    let workers = [cpu_worker("w0", 32)];
+    // In their state for less than a's load time (1 s).
+    let running = vec![run(0, 0, 0, 10.0), run(1, 0, 0, 10.0), run(2, 0, 0, 10.0)];
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        running.clone(),
+        vec![family(&[0, 1], 400.0)],
+    ))
+    .unwrap();
+    assert!(kinds(&plan)
+        .iter()
+        .all(|k| matches!(k, ActionKind::Replicate { .. })));
+    // Far more capacity than load, but too young to remove.
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        running,
+        vec![family(&[0, 1], 10.0)],
+    ))
+    .unwrap();
+    assert!(plan.actions.is_empty(), "{:?}", plan.actions);
+}
+
+#[test]
+fn new_loads_meet_the_slo_and_the_accuracy() {
+    // fast misses the SLO at a full batch; accurate-enough only slow does.
+    let mut fast = var("fast", HardwareKind::Cpu, 1, 1000.0);
+    fast.latency.iter_mut().for_each(|p| p.p99_ms *= 100.0);
+    let mut sloppy = var("sloppy", HardwareKind::Cpu, 1, 1000.0);
+    sloppy.accuracy = 0.5;
+    let slow = var("slow", HardwareKind::Cpu, 1, 100.0);
+    let variants = [fast, sloppy, slow];
+    let workers = [cpu_worker("w0", 16)];
+    let mut fam = family(&[0, 1, 2], 250.0);
+    fam.slo_ms = Some(200.0);
+    fam.min_accuracy = Some(0.8);
+    let i = input(&variants, &workers, vec![], vec![fam]);
+    for plan in [greedy(&i).unwrap(), exact(&i).unwrap()] {
+        let k = kinds(&plan);
+        assert_eq!(k.len(), 3, "{k:?}");
+        assert!(k.iter().all(|k| *k
+            == ActionKind::Replicate {
+                variant: 2,
+                worker: 0
+            }));
+    }
+}
+
+#[test]
+fn loads_respect_cores_memory_and_hardware() {
+    let mut big = var("big", HardwareKind::Cpu, 4, 100.0);
+    big.memory_bytes = 10_000_000_000;
+    let variants = [big, var("gpu", HardwareKind::Gpu, 1, 10_000.0)];
+    let mut low_mem = cpu_worker("low-mem", 16);
+    low_mem.memory_bytes = 5_000_000_000;
+    let mut busy = cpu_worker("busy", 16);
+    busy.cores_used = 14;
+    let roomy = cpu_worker("roomy", 8);
+    let workers = [low_mem, busy, roomy];
+    // 350 rows/s needs 4 instances of big (16 cores): only two fit, on "roomy".
+    let i = input(&variants, &workers, vec![], vec![family(&[0, 1], 350.0)]);
+    for plan in [greedy(&i).unwrap(), exact(&i).unwrap()] {
+        assert_eq!(
+            kinds(&plan),
+            [ActionKind::Replicate {
+                variant: 0,
+                worker: 2
+            }; 2]
+        );
+        assert!((plan.score.unserved_qps - (350.0 * 1.05 - 200.0)).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn scale_down_removes_replicas_down_to_the_threshold() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 100.0)];
+    let workers = [cpu_worker("w0", 16)];
+    let running = (0..6).map(|k| run(k, 0, 0, OLD)).collect();
+    // 600 rows/s of capacity for 120: headroom 5.
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        running,
+        vec![family(&[0], 120.0)],
+    ))
+    .unwrap();
+    // 5 -> 4 -> 3 -> 2 -> 1.67 -> 1.33 (stops: below 1.5, and 1 instance would be < slack).
+    let k = kinds(&plan);
+    assert_eq!(k.len(), 4, "{k:?}");
+    assert!(k
+        .iter()
+        .all(|k| matches!(k, ActionKind::RemoveReplica { .. })));
+    assert!(plan.actions[0]
+        .reason
+        .contains("headroom 5.00 > scale-down 1.50"));
+    assert!((plan.score.cost_after_per_s - 2e-5).abs() < 1e-15);
+    assert_eq!(plan.score.unserved_qps, 0.0);
+}
+
+#[test]
+fn scale_down_downgrades_to_a_cheaper_variant() {
+    let variants = [
+        var("gpu", HardwareKind::Gpu, 1, 2000.0),
+        var("cpu", HardwareKind::Cpu, 2, 200.0),
+    ];
+    let mut w = cpu_worker("w0", 16);
+    w.hardware.push(HardwareKind::Gpu);
+    let workers = [w];
+    let i = input(
+        &variants,
+        &workers,
+        vec![run(3, 0, 0, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    );
+    let plan = greedy(&i).unwrap();
+    assert_eq!(
+        kinds(&plan),
+        [ActionKind::Downgrade {
+            from: 3,
+            to: 1,
+            worker: 0
+        }]
+    );
+    assert!(plan.actions[0].cost_after_per_s < plan.actions[0].cost_before_per_s);
+    assert_eq!(plan.score.unserved_qps, 0.0);
+}
+
+#[test]
+fn exact_finds_the_mix_the_greedy_misses() {
+    // 238 rows/s with slack: 249.9. Greedy takes one variant: c x5 (5 cores) beats b x2 (6);
+    // the optimum mixes them: b + c = 255 rows/s on 4 cores.
+    let variants = [
+        var("b", HardwareKind::Cpu, 3, 200.0),
+        var("c", HardwareKind::Cpu, 1, 55.0),
+    ];
+    let workers = [cpu_worker("w0", 16)];
+    let i = input(&variants, &workers, vec![], vec![family(&[0, 1], 238.0)]);
+    let g = greedy(&i).unwrap();
+    let e = exact(&i).unwrap();
+    assert_eq!(
+        kinds(&g),
+        [ActionKind::Replicate {
+            variant: 1,
+            worker: 0
+        }; 5]
+    );
+    let mut k = kinds(&e);
+    k.sort_by_key(|k| format!("{k:?}"));
+    assert_eq!(
+        k,
+        [
+            ActionKind::Replicate {
+                variant: 0,
+                worker: 0
+            },
+            ActionKind::Replicate {
+                variant: 1,
+                worker: 0
+            }
+        ]
+    );
+    assert_eq!((g.score.unserved_qps, e.score.unserved_qps), (0.0, 0.0));
+    assert!((e.score.cost_after_per_s - 4e-5).abs() < 1e-15);
+    let gap = gap(&i, &g).unwrap();
+    assert_eq!(gap.optimal, e.score);
+    assert!((gap.relative - 0.25).abs() < 1e-9, "{gap:?}");
+    assert_eq!(super::gap(&i, &e).unwrap().relative, 0.0);
+}
+
+#[test]
+fn exact_places_per_worker() {
+    // Two 3-core instances needed; each worker has 4 free cores.
+    let variants = [var("a", HardwareKind::Cpu, 3, 100.0)];
+    let workers = [cpu_worker("w0", 4), cpu_worker("w1", 4)];
+    let i = input(&variants, &workers, vec![], vec![family(&[0], 150.0)]);
+    let plan = exact(&i).unwrap();
+    let mut placed: Vec<usize> = plan
+        .actions
+        .iter()
+        .map(|a| match a.kind {
+            ActionKind::Replicate { worker, .. } => worker,
+            k => panic!("{k:?}"),
+        })
+        .collect();
+    placed.sort();
+    assert_eq!(placed, [0, 1]);
+}
+
+#[test]
+fn exact_falls_back_to_per_worker_placement_when_counts_do_not_pack() {
+    // 1090 rows/s on two workers of 6 free cores. Counted over the fleet, two a's and a c
+    // (11 cores, all instant to load) are cheapest, but after an a on each worker no 3-core
+    // room is left. Per worker, the best is {a, b} + {a, b, b}: 11 cores, three b loads (10
+    // cores serve at most 1000 rows/s).
+    let mut a = var("a", HardwareKind::Cpu, 4, 400.0);
+    a.load_ms = 0.0;
+    let mut c = var("c", HardwareKind::Cpu, 3, 290.0);
+    c.load_ms = 0.0;
+    let variants = [a, var("b", HardwareKind::Cpu, 1, 100.0), c];
+    let workers = [cpu_worker("w0", 6), cpu_worker("w1", 6)];
+    let i = input(
+        &variants,
+        &workers,
+        vec![],
+        vec![family(&[0, 1, 2], 1090.0 / 1.05)],
+    );
+    let p = Prepared::new(&i).unwrap();
+    for only in [Some(0), None] {
+        let counts = ilp::solve(&p, Level::Fleet, only).unwrap();
+        assert_eq!(counts.loads, [(0, None, 2), (2, None, 1)]);
+        assert!(ilp::pack(&p, &counts.loads).is_none());
+    }
+    let plan = exact(&i).unwrap();
+    assert_eq!(plan.score.unserved_qps, 0.0);
+    let mut cores = [0usize; 2];
+    let mut count = [0usize; 3];
+    for a in &plan.actions {
+        let ActionKind::Replicate { variant, worker } = a.kind else {
+            panic!("{a:?}");
+        };
+        cores[worker] += variants[variant].threads;
+        count[variant] += 1;
+    }
+    assert!(cores[0] <= 6 && cores[1] <= 6, "{cores:?}");
+    assert_eq!(count, [2, 3, 0]);
+    assert!((plan.score.objective - (8.0 + 3.0 * 1.1) * 1e-5).abs() < 1e-12);
+}
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// A random small problem: `families` x 4 variants over 3 roomy workers (one with a GPU).
+fn random_case(
+    rng: &mut Rng,
+    families: usize,
+) -> (
+    Vec<VariantEntry>,
+    Vec<WorkerEntry>,
+    Vec<Running>,
+    Vec<Family>,
+) {
+    let mut variants = Vec::new();
+    let mut fams = Vec::new();
+    let mut running = Vec::new();
+    for f in 0..families {
+        let first = variants.len();
+        for k in 0..4 {
+            let gpu = k == 3;
+            let threads = [1, 2, 4][rng.below(3)];
+            let peak = if gpu {
+                1000.0 + 2000.0 * rng.unit()
+            } else {
+                (50.0 + 150.0 * rng.unit()) * threads as f64
+            };
+            let hw = if gpu {
+                HardwareKind::Gpu
+            } else {
+                HardwareKind::Cpu
+            };
+            let mut v = var(&format!("f{f}v{k}"), hw, threads, peak);
+            v.load_ms = 200.0 + 3000.0 * rng.unit();
+            variants.push(v);
+        }
+        for _ in 0..rng.below(4) {
+            let variant = first + rng.below(4);
+            running.push(Running {
+                instance: running.len(),
+                variant,
+                worker: if variant - first == 3 {
+                    0
+                } else {
+                    rng.below(3)
+                },
+                state: InstanceState::Active,
+                state_age_ms: if rng.below(3) == 0 { 0.0 } else { OLD },
+            });
+        }
+        fams.push(Family {
+            name: format!("f{f}"),
+            variants: (first..first + 4).collect(),
+            load_qps: 1500.0 * rng.unit(),
+            slo_ms: None,
+            min_accuracy: None,
+        });
+    }
+    let mut workers: Vec<WorkerEntry> = (0..3).map(|w| cpu_worker(&format!("w{w}"), 64)).collect();
+    workers[0].hardware.push(HardwareKind::Gpu);
+    (variants, workers, running, fams)
+}
+
+#[test]
+fn exact_is_never_worse_than_greedy_and_greedy_stays_close() {
+    let mut rng = Rng(7);
+    let mut worst: f64 = 0.0;
+    let mut gaps = Vec::new();
+    for case in 0..40 {
+        let (variants, workers, running, families) = random_case(&mut rng, 3);
+        let i = input(&variants, &workers, running, families);
+        let g = greedy(&i).unwrap();
+        let e = exact(&i).unwrap();
+        assert!(
+            e.score.objective <= g.score.objective * (1.0 + 1e-9),
+            "case {case}: exact {:?} > greedy {:?}",
+            e.score,
+            g.score
+        );
+        // Workers are roomy: both serve the load.
+        assert_eq!(e.score.unserved_qps, 0.0, "case {case}");
+        assert_eq!(g.score.unserved_qps, 0.0, "case {case}");
+        // The per-worker model reaches the same optimum as the fleet-level one plus packing.
+        let p = Prepared::new(&i).unwrap();
+        let c = ilp::solve(&p, Level::Worker, None).unwrap();
+        let loads: Vec<(usize, usize)> = c
+            .loads
+            .iter()
+            .flat_map(|&(j, w, n)| std::iter::repeat_n((j, w.unwrap()), n))
+            .collect();
+        let per_worker = p.score(&loads, &c.removals).objective;
+        assert!(
+            (per_worker - e.score.objective).abs() <= 1e-9 * e.score.objective,
+            "case {case}: per-worker {per_worker} vs {}",
+            e.score.objective
+        );
+        let gap = gap(&i, &g).unwrap();
+        assert!(gap.relative >= -1e-9);
+        worst = worst.max(gap.relative);
+        gaps.push(gap.relative);
+    }
+    gaps.sort_by(f64::total_cmp);
+    eprintln!(
+        "greedy gaps: median {:.3}, worst {worst:.3}",
+        gaps[gaps.len() / 2]
+    );
+    // Greedy keeps up to `scale_down` headroom and takes one variant per scale-up.
+    assert!(worst > 0.0, "the cases should show some gap");
+    assert!(worst < 0.75, "worst greedy gap {worst}");
+    assert!(gaps[gaps.len() / 2] < 0.1, "median greedy gap");
+}
+
+#[test]
+fn invalid_inputs_are_refused() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 100.0)];
+    let workers = [cpu_worker("w0", 4)];
+    let shared = input(
+        &variants,
+        &workers,
+        vec![],
+        vec![family(&[0], 1.0), family(&[0], 1.0)],
+    );
+    assert!(matches!(
+        greedy(&shared),
+        Err(ScalingError::SharedVariant { variant: 0, .. })
+    ));
+    let out = input(&variants, &workers, vec![], vec![family(&[3], 1.0)]);
+    assert!(matches!(exact(&out), Err(ScalingError::OutOfRange { .. })));
+    let negative = input(&variants, &workers, vec![], vec![family(&[0], -1.0)]);
+    assert!(matches!(
+        greedy(&negative),
+        Err(ScalingError::InvalidFamily { .. })
+    ));
+}
+
+#[test]
+fn input_from_snapshot_collects_families_and_live_instances() {
+    let mut b = Snapshot::builder();
+    let a = b
+        .add_variant("acme", var("a", HardwareKind::Cpu, 1, 100.0))
+        .unwrap();
+    let mut other = var("o", HardwareKind::Cpu, 1, 100.0);
+    other.model = "other".to_owned();
+    let o = b.add_variant("acme", other).unwrap();
+    let w = b.add_worker(cpu_worker("w0", 8)).unwrap();
+    let inst = |id: &str, variant, state, qps| InstanceEntry {
+        id: id.to_owned(),
+        variant,
+        worker: w,
+        state,
+        queue_len: 0,
+        qps,
+    };
+    let i0 = b
+        .add_instance(inst("i0", a, InstanceState::Active, 40.0))
+        .unwrap();
+    b.add_instance(inst("i1", a, InstanceState::Inactive, 0.0))
+        .unwrap();
+    b.add_instance(inst("i2", o, InstanceState::Active, 5.0))
+        .unwrap();
+    let s = b.build();
+    let demands = [FamilyDemand {
+        tenant: "acme",
+        model: "m",
+        load_qps: None,
+        slo_ms: Some(100.0),
+        min_accuracy: None,
+    }];
+    let i = ScalingInput::from_snapshot(&s, &demands, |_| 5.0, PRICES, ScalingConfig::default());
+    assert_eq!(i.families.len(), 1);
+    assert_eq!(i.families[0].variants, [a]);
+    assert_eq!(i.families[0].load_qps, 40.0);
+    assert_eq!(i.families[0].name, "acme/m");
+    assert_eq!(i.running.len(), 1);
+    assert_eq!(i.running[0].instance, i0);
+    assert_eq!(i.running[0].state_age_ms, 5.0);
+    // 40 rows/s on 100 rows/s of capacity: headroom 2.5, but i0 is too young to remove.
+    assert!(greedy(&i).unwrap().actions.is_empty());
+}

@@ -1,0 +1,346 @@
+//! Themis-style two-stage scaling of CPU instances (Themis §4-5).
+//!
+//! While the load is changing, an Overloaded CPU instance whose worker has spare cores gets more
+//! intra-op threads in place ([`ActionKind::AddThreads`]): it takes effect at once, where a new
+//! replica would first have to load. Once the load has been stable for
+//! [`VerticalConfig::stable_periods`] periods, an instance running above its variant's base
+//! threads is split back into instances at base threads ([`ActionKind::Rebalance`]) when that
+//! needs fewer cores: by Amdahl's law, `k` instances of `t` cores serve at least as much as one
+//! of `k * t` cores (Themis §5.1.1).
+//!
+//! Throughput at `t` threads follows Amdahl's law with parallel fraction `p`:
+//! `peak(t) = peak(base) * s(t) / s(base)`, `s(t) = 1 / ((1 - p) + p / t)`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::autoscale::{Action, ActionKind};
+use crate::snapshot::{Prices, Snapshot};
+use crate::state::InstanceState;
+
+/// Thresholds of vertical scaling.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VerticalConfig {
+    /// Amdahl parallel fraction of a model's run time (0.9).
+    pub parallel_fraction: f64,
+    /// Most threads one instance may get (16).
+    pub max_threads: usize,
+    /// Capacity to aim for, as a multiple of the demand (1.05, INFaaS' slack).
+    pub headroom: f64,
+    /// Periods of stable load after which instances return to base threads (5).
+    pub stable_periods: usize,
+}
+
+impl Default for VerticalConfig {
+    fn default() -> Self {
+        VerticalConfig {
+            parallel_fraction: 0.9,
+            max_threads: 16,
+            headroom: 1.05,
+            stable_periods: 5,
+        }
+    }
+}
+
+/// A loaded CPU instance as vertical scaling sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuInstance {
+    /// Index of the instance (into the snapshot's instances).
+    pub instance: usize,
+    pub worker: usize,
+    pub state: InstanceState,
+    /// Intra-op threads now.
+    pub threads: usize,
+    /// The variant's profiled threads, at which replicas are loaded.
+    pub base_threads: usize,
+    /// Saturation throughput at `base_threads`, rows/s.
+    pub base_peak_qps: f64,
+    /// Load the instance must serve, rows/s (arrivals, not only what it served).
+    pub demand_qps: f64,
+}
+
+impl CpuInstance {
+    /// Instance `instance` of `s` running `threads` threads with `demand_qps` to serve.
+    pub fn from_snapshot(
+        s: &Snapshot,
+        instance: usize,
+        threads: usize,
+        demand_qps: f64,
+    ) -> Option<CpuInstance> {
+        let i = s.instances().get(instance)?;
+        let v = s.variants().get(i.variant)?;
+        Some(CpuInstance {
+            instance,
+            worker: i.worker,
+            state: i.state,
+            threads,
+            base_threads: v.threads,
+            base_peak_qps: v.peak_qps(),
+            demand_qps,
+        })
+    }
+}
+
+/// Counts consecutive periods whose load stays within `tolerance` (relative) of the previous one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stability {
+    pub tolerance: f64,
+    last: Option<f64>,
+    periods: usize,
+}
+
+impl Stability {
+    pub fn new(tolerance: f64) -> Self {
+        Stability {
+            tolerance,
+            last: None,
+            periods: 0,
+        }
+    }
+
+    /// Records one period's load; returns how many consecutive periods it has been stable.
+    pub fn observe(&mut self, load: f64) -> usize {
+        let stable = self.last.is_some_and(|last| {
+            (load - last).abs() <= self.tolerance * last.abs().max(f64::MIN_POSITIVE)
+        });
+        self.periods = if stable { self.periods + 1 } else { 0 };
+        self.last = Some(load);
+        self.periods
+    }
+}
+
+fn speedup(threads: usize, p: f64) -> f64 {
+    1.0 / ((1.0 - p) + p / threads.max(1) as f64)
+}
+
+/// Saturation throughput of `i` at `threads` threads (Amdahl).
+pub fn peak_at(i: &CpuInstance, threads: usize, cfg: &VerticalConfig) -> f64 {
+    let p = cfg.parallel_fraction;
+    i.base_peak_qps * speedup(threads, p) / speedup(i.base_threads, p)
+}
+
+/// Vertical decisions for one period. `free_cores[w]` is worker `w`'s spare cores;
+/// `stable_periods` how long the load has been stable ([`Stability`]).
+pub fn vertical(
+    instances: &[CpuInstance],
+    free_cores: &[usize],
+    stable_periods: usize,
+    prices: &Prices,
+    cfg: &VerticalConfig,
+) -> Vec<Action> {
+    let core = prices.cpu_core_per_s;
+    let mut free = free_cores.to_vec();
+    let mut actions = Vec::new();
+    if stable_periods < cfg.stable_periods {
+        // Surge: most overloaded first.
+        let mut order: Vec<&CpuInstance> = instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Overloaded && i.worker < free.len())
+            .collect();
+        order.sort_by(|a, b| {
+            let ra = a.demand_qps / peak_at(a, a.threads, cfg);
+            let rb = b.demand_qps / peak_at(b, b.threads, cfg);
+            rb.total_cmp(&ra)
+        });
+        for i in order {
+            let cap = cfg.max_threads.min(i.threads + free[i.worker]);
+            if cap <= i.threads {
+                continue;
+            }
+            let target = cfg.headroom * i.demand_qps;
+            let to = (i.threads + 1..=cap)
+                .find(|&t| peak_at(i, t, cfg) >= target)
+                .unwrap_or(cap);
+            free[i.worker] -= to - i.threads;
+            actions.push(Action {
+                kind: ActionKind::AddThreads {
+                    instance: i.instance,
+                    from: i.threads,
+                    to,
+                },
+                reason: format!(
+                    "instance {} overloaded: demand {:.0} rows/s, peak {:.0} rows/s at {} threads; \
+                     {to} threads give {:.0} rows/s{} (load not stable: {stable_periods} < {} periods)",
+                    i.instance,
+                    i.demand_qps,
+                    peak_at(i, i.threads, cfg),
+                    i.threads,
+                    peak_at(i, to, cfg),
+                    if peak_at(i, to, cfg) >= target {
+                        ""
+                    } else {
+                        ", all the worker's spare cores allow"
+                    },
+                    cfg.stable_periods,
+                ),
+                cost_before_per_s: i.threads as f64 * core,
+                cost_after_per_s: to as f64 * core,
+            });
+        }
+        return actions;
+    }
+    // Stable: split scaled-up instances into base-thread instances when that needs fewer cores.
+    let mut spare: usize = free.iter().sum();
+    for i in instances {
+        if i.threads <= i.base_threads || i.base_peak_qps <= 0.0 {
+            continue;
+        }
+        let k = ((cfg.headroom * i.demand_qps / i.base_peak_qps).ceil() as usize).max(1);
+        let cores_after = k * i.base_threads;
+        let new_cores = (k - 1) * i.base_threads;
+        if cores_after >= i.threads || new_cores > spare {
+            continue;
+        }
+        spare -= new_cores;
+        actions.push(Action {
+            kind: ActionKind::Rebalance {
+                instance: i.instance,
+                threads: i.base_threads,
+                replicas: k - 1,
+            },
+            reason: format!(
+                "load stable for {stable_periods} periods: instance {} at {} threads serves {:.0} rows/s; \
+                 {k} instance(s) at {} threads give {:.0} rows/s on {cores_after} cores instead of {}",
+                i.instance,
+                i.threads,
+                i.demand_qps,
+                i.base_threads,
+                k as f64 * i.base_peak_qps,
+                i.threads,
+            ),
+            cost_before_per_s: i.threads as f64 * core,
+            cost_after_per_s: cores_after as f64 * core,
+        });
+    }
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PRICES: Prices = Prices {
+        cpu_core_per_s: 1.0,
+        memory_gb_per_s: 0.0,
+        gpu_per_s: 0.0,
+    };
+
+    fn overloaded(demand: f64) -> CpuInstance {
+        CpuInstance {
+            instance: 4,
+            worker: 0,
+            state: InstanceState::Overloaded,
+            threads: 1,
+            base_threads: 1,
+            base_peak_qps: 100.0,
+            demand_qps: demand,
+        }
+    }
+
+    #[test]
+    fn amdahl_throughput() {
+        let cfg = VerticalConfig::default();
+        let i = overloaded(0.0);
+        assert_eq!(peak_at(&i, 1, &cfg), 100.0);
+        // s(2) = 1 / (0.1 + 0.45) = 1.818...
+        assert!((peak_at(&i, 2, &cfg) - 100.0 / 0.55).abs() < 1e-9);
+        assert!(peak_at(&i, 16, &cfg) < 1000.0);
+    }
+
+    #[test]
+    fn overloaded_instance_gets_the_fewest_threads_that_serve_it() {
+        let cfg = VerticalConfig::default();
+        // 250 rows/s x 1.05 = 262.5: s(3) = 2.5 -> 250 (short), s(4) = 3.08 -> 308.
+        let a = vertical(&[overloaded(250.0)], &[8], 0, &PRICES, &cfg);
+        assert_eq!(a.len(), 1);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::AddThreads {
+                instance: 4,
+                from: 1,
+                to: 4
+            }
+        );
+        assert_eq!((a[0].cost_before_per_s, a[0].cost_after_per_s), (1.0, 4.0));
+        // Only 2 spare cores: as many as there are.
+        let a = vertical(&[overloaded(250.0)], &[2], 0, &PRICES, &cfg);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::AddThreads {
+                instance: 4,
+                from: 1,
+                to: 3
+            }
+        );
+        assert!(a[0].reason.contains("spare cores allow"), "{}", a[0].reason);
+        // No spare core, or not overloaded: nothing.
+        assert!(vertical(&[overloaded(250.0)], &[0], 0, &PRICES, &cfg).is_empty());
+        let active = CpuInstance {
+            state: InstanceState::Active,
+            ..overloaded(250.0)
+        };
+        assert!(vertical(&[active], &[8], 0, &PRICES, &cfg).is_empty());
+    }
+
+    #[test]
+    fn spare_cores_go_to_the_most_overloaded_first() {
+        let cfg = VerticalConfig::default();
+        let mild = CpuInstance {
+            instance: 1,
+            ..overloaded(120.0)
+        };
+        let bad = CpuInstance {
+            instance: 2,
+            ..overloaded(400.0)
+        };
+        let a = vertical(&[mild, bad], &[3], 0, &PRICES, &cfg);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::AddThreads {
+                instance: 2,
+                from: 1,
+                to: 4
+            }
+        );
+        assert_eq!(a.len(), 1, "{a:?}");
+    }
+
+    #[test]
+    fn stable_load_returns_to_base_thread_instances() {
+        let cfg = VerticalConfig::default();
+        // 8 threads serving 250 rows/s: three 1-thread instances (300 rows/s) use 3 cores.
+        let big = CpuInstance {
+            state: InstanceState::Active,
+            threads: 8,
+            ..overloaded(250.0)
+        };
+        assert!(vertical(&[big], &[4], 4, &PRICES, &cfg).is_empty());
+        let a = vertical(&[big], &[4], 5, &PRICES, &cfg);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::Rebalance {
+                instance: 4,
+                threads: 1,
+                replicas: 2
+            }
+        );
+        assert_eq!((a[0].cost_before_per_s, a[0].cost_after_per_s), (8.0, 3.0));
+        // No room for the replicas anywhere: stays as it is.
+        assert!(vertical(&[big], &[1], 5, &PRICES, &cfg).is_empty());
+        // Not cheaper: 2 threads serving 150 rows/s would need two 1-thread instances.
+        let small = CpuInstance {
+            threads: 2,
+            ..overloaded(150.0)
+        };
+        assert!(vertical(&[small], &[8], 5, &PRICES, &cfg).is_empty());
+    }
+
+    #[test]
+    fn stability_counts_consecutive_calm_periods() {
+        let mut s = Stability::new(0.1);
+        assert_eq!(s.observe(100.0), 0);
+        assert_eq!(s.observe(105.0), 1);
+        assert_eq!(s.observe(98.0), 2);
+        assert_eq!(s.observe(150.0), 0);
+        assert_eq!(s.observe(150.0), 1);
+    }
+}
