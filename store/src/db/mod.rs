@@ -1,6 +1,7 @@
 //! Metadata in SQLite (the embedded default) or Postgres, through sqlx's `Any` driver so
 //! that one set of queries serves both. Queries use `$N` placeholders, which both accept.
 
+pub mod jobs;
 mod models;
 mod objects;
 mod settings;
@@ -14,6 +15,7 @@ use sqlx::AnyPool;
 
 use crate::StoreError;
 
+pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
 pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
 pub use usage::UsageRow;
