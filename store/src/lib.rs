@@ -6,6 +6,9 @@ pub mod db;
 pub mod error;
 pub mod objects;
 
-pub use db::{CatalogEntry, Db, DbKind, NewModel, NewVariant, ObjectRecord, UsageRow};
+pub use db::{
+    CatalogEntry, Db, DbKind, JobSummary, NewModel, NewVariant, ObjectRecord, ScalingEventRow,
+    UsageRow,
+};
 pub use error::StoreError;
 pub use objects::{open_object_store, ByteStream, ObjectInfo, ObjectStore, ObjectStoreConfig};

@@ -3,6 +3,7 @@
 
 mod models;
 mod objects;
+mod reports;
 mod settings;
 mod tenants;
 mod usage;
@@ -16,7 +17,8 @@ use crate::StoreError;
 
 pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
-pub use usage::UsageRow;
+pub use reports::{JobSummary, ScalingEventRow};
+pub use usage::{merge_slo, UsageRow};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
