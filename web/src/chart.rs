@@ -102,17 +102,22 @@ pub fn nice_ceiling(v: f64) -> f64 {
     10.0 * magnitude
 }
 
-fn number(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        let s = format!("{v:.2}");
+/// A value with about four significant digits, trailing zeros dropped; tiny values
+/// (costs of single queries) in scientific notation.
+pub fn number(v: f64) -> String {
+    let a = v.abs();
+    if v == 0.0 || !v.is_finite() {
+        return if v.is_nan() { "–".into() } else { "0".into() };
+    }
+    if a < 1e-4 {
+        return format!("{v:.2e}");
+    }
+    let decimals = (3 - a.log10().floor() as i32).clamp(0, 8) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
-        let s = format!("{v:.6}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
+        s
     }
 }
 
@@ -136,14 +141,18 @@ impl LineChart {
             let y = scale.y(v);
             let _ = write!(
                 svg,
-                r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{} {}</text>"#,
+                r#"<line class="grid" x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}"/><text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
                 WIDTH - RIGHT,
                 LEFT - 4.0,
                 y + 3.0,
                 number(v),
-                escape(&self.unit)
             );
         }
+        let _ = write!(
+            svg,
+            r#"<text class="unit" x="4" y="14">{}</text>"#,
+            escape(&self.unit)
+        );
         if let (Some(first), Some(last)) = (self.minutes.first(), self.minutes.last()) {
             let y = HEIGHT - 6.0;
             let _ = write!(
@@ -249,6 +258,17 @@ mod tests {
                 values,
             }],
         }
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(750.0), "750");
+        assert_eq!(number(1.5), "1.5");
+        assert_eq!(number(16.0), "16");
+        assert_eq!(number(0.0125), "0.0125");
+        assert_eq!(number(12345.0), "12345");
+        assert_eq!(number(3.93e-10), "3.93e-10");
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub struct TryResult {
     pub predicted: String,
     pub measured: String,
     pub cost: String,
-    /// Output tensors as indented JSON.
+    /// Output tensors as JSON, one line each.
     pub outputs: String,
 }
 

@@ -107,10 +107,13 @@ pub fn dollars(c: f64) -> String {
         "$0".into()
     } else if c.abs() >= 1.0 {
         format!("${c:.2}")
-    } else {
+    } else if c.abs() >= 1e-4 {
         // Four significant digits.
-        let digits = (3 - c.abs().log10().floor() as i32).clamp(0, 12) as usize;
+        let digits = (3 - c.abs().log10().floor() as i32).clamp(0, 8) as usize;
         format!("${c:.digits$}")
+    } else {
+        // A single query costs a tiny fraction of a cent.
+        format!("${c:.3e}")
     }
 }
 
@@ -146,6 +149,7 @@ mod tests {
         assert_eq!(bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
         assert_eq!(dollars(0.0), "$0");
         assert_eq!(dollars(12.345), "$12.35");
-        assert_eq!(dollars(0.0000123), "$0.00001230");
+        assert_eq!(dollars(0.0123), "$0.01230");
+        assert_eq!(dollars(0.0000123), "$1.230e-5");
     }
 }

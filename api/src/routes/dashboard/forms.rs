@@ -75,7 +75,12 @@ fn result_view(o: &Outcome) -> TryResult {
         predicted: format::millis(o.predicted_ms),
         measured: format::millis(o.latency_ms),
         cost: format::dollars(o.cost),
-        outputs: serde_json::to_string_pretty(&outputs).unwrap_or_default(),
+        // One line per tensor.
+        outputs: outputs
+            .iter()
+            .map(|t| serde_json::to_string(t).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
 }
 

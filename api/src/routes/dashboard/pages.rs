@@ -122,7 +122,8 @@ fn example_inputs(models: &[ModelWithVariants]) -> String {
         return String::new();
     };
     let inputs = crate::cluster::schema::inputs_of(m.model.signature.as_ref());
-    let tensors: Option<Vec<serde_json::Value>> = inputs
+    // Written by hand to keep the fields in the order people read them (data last).
+    let tensors: Option<Vec<String>> = inputs
         .iter()
         .map(|i| {
             let features: usize = i
@@ -134,22 +135,25 @@ fn example_inputs(models: &[ModelWithVariants]) -> String {
                 return None;
             }
             let zero = if i.datatype.starts_with("FP") {
-                serde_json::json!(0.0)
+                "0.0"
             } else {
-                serde_json::json!(0)
+                "0"
             };
-            let mut shape = vec![1i64];
-            shape.extend(&i.features);
-            Some(serde_json::json!({
-                "name": i.name,
-                "shape": shape,
-                "datatype": i.datatype,
-                "data": vec![zero; features],
-            }))
+            let shape: Vec<String> = std::iter::once(1)
+                .chain(i.features.iter().copied())
+                .map(|d| d.to_string())
+                .collect();
+            Some(format!(
+                r#"{{"name": {}, "shape": [{}], "datatype": {}, "data": [{}]}}"#,
+                serde_json::Value::from(i.name.as_str()),
+                shape.join(", "),
+                serde_json::Value::from(i.datatype.as_str()),
+                vec![zero; features].join(", ")
+            ))
         })
         .collect();
     match tensors {
-        Some(t) if !t.is_empty() => serde_json::to_string(&t).unwrap_or_default(),
+        Some(t) if !t.is_empty() => format!("[{}]", t.join(",\n ")),
         _ => String::new(),
     }
 }
@@ -429,6 +433,55 @@ pub async fn jobs(State(state): State<AppState>, session: Session) -> PageResult
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn example_inputs_parse_and_fit_the_signature() {
+        let model = |signature: serde_json::Value| ModelWithVariants {
+            model: Model {
+                id: "id".into(),
+                tenant_id: "t".into(),
+                app_id: "a".into(),
+                app: "app".into(),
+                name: "m".into(),
+                task: "classification".into(),
+                status: infaas_core::ModelStatus::Ready,
+                error: None,
+                progress: 1.0,
+                progress_detail: None,
+                source_key: String::new(),
+                validation_key: String::new(),
+                size_bytes: 0,
+                sha256: String::new(),
+                declared: Default::default(),
+                signature: Some(signature),
+                created_at_ms: 0,
+                updated_at_ms: 0,
+            },
+            variants: vec![],
+        };
+        let two = model(serde_json::json!({"inputs": [
+            {"name": "left", "datatype": "FP32", "shape": [-1, 3]},
+            {"name": "ids", "datatype": "INT64", "shape": [-1, 2]},
+        ]}));
+        let text = example_inputs(&[two]);
+        assert!(
+            text.starts_with(r#"[{"name": "left", "shape": [1, 3]"#),
+            "{text}"
+        );
+        let parsed: Vec<infaas_protocol::JsonTensor> = serde_json::from_str(&text).unwrap();
+        let tensors: Vec<_> = parsed
+            .iter()
+            .map(|t| infaas_protocol::tensor_from_json(t).unwrap())
+            .collect();
+        assert_eq!(tensors[0].shape, vec![1, 3]);
+        assert_eq!(tensors[1].shape, vec![1, 2]);
+        assert_eq!(tensors[1].dtype().as_str(), "INT64");
+        // An input of unknown size gets no example.
+        let open = model(serde_json::json!({"inputs": [
+            {"name": "x", "datatype": "FP32", "shape": [-1, -1]},
+        ]}));
+        assert_eq!(example_inputs(&[open]), "");
+    }
 
     #[test]
     fn signatures_read_one_line_per_tensor() {

@@ -216,7 +216,7 @@ pub fn by_variant(rows: &[UsageRow]) -> Vec<VariantUsage> {
             )
         })
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|(requests, _)| std::cmp::Reverse(*requests));
     out.into_iter().map(|(_, v)| v).collect()
 }
 
