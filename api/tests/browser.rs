@@ -128,6 +128,30 @@ fn artifacts_dir() -> PathBuf {
         .join("artifacts")
 }
 
+/// Types `text` into the element with id `id`.
+async fn type_into(c: &Client, id: &str, text: &str) {
+    c.find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("no element #{id}: {e}"))
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
+/// Clicks the element with id `id`, then waits for an element with id `then` to appear.
+async fn click_then(c: &Client, id: &str, then: &str) {
+    c.find(Locator::Id(id))
+        .await
+        .unwrap_or_else(|e| panic!("no element #{id}: {e}"))
+        .click()
+        .await
+        .unwrap();
+    c.wait()
+        .for_element(Locator::Id(then))
+        .await
+        .unwrap_or_else(|e| panic!("#{then} did not appear after clicking #{id}: {e}"));
+}
+
 async fn text_of(c: &Client, css: &str) -> String {
     c.find(Locator::Css(css))
         .await
@@ -156,19 +180,8 @@ async fn register_query_and_watch_in_chromium() {
     // Signing in: the API key goes into the form, the session into an HttpOnly cookie.
     c.goto(&format!("{}/ui/apps", p.base)).await.unwrap();
     assert_eq!(c.current_url().await.unwrap().path(), "/ui/login");
-    c.find(Locator::Id("api_key"))
-        .await
-        .unwrap()
-        .send_keys(&key.secret)
-        .await
-        .unwrap();
-    c.find(Locator::Id("login"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    c.wait().for_element(Locator::Id("tenant")).await.unwrap();
+    type_into(&c, "api_key", &key.secret).await;
+    click_then(&c, "login", "tenant").await;
     assert_eq!(c.current_url().await.unwrap().path(), "/ui/apps");
     assert_eq!(text_of(&c, "#tenant").await, "acme");
     // Scripts cannot read the session.
@@ -196,23 +209,9 @@ async fn register_query_and_watch_in_chromium() {
             zoo.join("digits-val.npz").display().to_string(),
         ),
     ] {
-        c.find(Locator::Id(id))
-            .await
-            .unwrap()
-            .send_keys(&value)
-            .await
-            .unwrap();
+        type_into(&c, id, &value).await;
     }
-    c.find(Locator::Id("register"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    c.wait()
-        .for_element(Locator::Id("model-status"))
-        .await
-        .unwrap();
+    click_then(&c, "register", "model-status").await;
     assert_eq!(
         c.current_url().await.unwrap().path(),
         "/ui/models/digits-logreg"

@@ -476,7 +476,7 @@ async fn pages_show_only_the_session_tenant(b: &Backends) {
     );
     // The example inputs follow the model's signature (4 features).
     assert!(
-        html.contains("&#34;shape&#34;:[1,4]") || html.contains("&quot;shape&quot;:[1,4]"),
+        html.contains("&#34;shape&#34;: [1, 4]") || html.contains("&quot;shape&quot;: [1, 4]"),
         "{html}"
     );
     let (status, html) = browser.get("/ui/apps").await;
@@ -554,6 +554,14 @@ async fn assets_and_headers(b: &Backends) {
         assert!(resp.text().await.unwrap().contains(needle), "{path}");
     }
     let browser = sign_in(&s, &t.admin_key).await;
+    let resp = client()
+        .get(s.url("/ui"))
+        .header(COOKIE, &browser.cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    assert_eq!(location(&resp), "/ui/apps");
     let resp = browser
         .http
         .get(s.url("/ui/workers"))
