@@ -58,11 +58,15 @@ pub struct Claims {
     pub exp: i64,
 }
 
-/// Signs and checks access tokens.
+/// Signs and checks access tokens, and derives the anti-forgery tokens of dashboard
+/// sessions from them.
 pub struct TokenIssuer {
     encoding: EncodingKey,
     decoding: DecodingKey,
     validation: Validation,
+    /// HMAC key of anti-forgery tokens, derived from the signing secret (never the secret
+    /// itself, so that no token of one kind can stand for the other).
+    csrf: aws_lc_rs::hmac::Key,
     pub ttl: Duration,
 }
 
@@ -73,11 +77,30 @@ impl TokenIssuer {
         validation.set_issuer(&[ISSUER]);
         validation.set_required_spec_claims(&["exp", "iss", "sub"]);
         validation.leeway = 5;
+        let derived = aws_lc_rs::hmac::sign(
+            &aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, secret),
+            b"infaas dashboard anti-forgery key",
+        );
         TokenIssuer {
             encoding: EncodingKey::from_secret(secret),
             decoding: DecodingKey::from_secret(secret),
             validation,
+            csrf: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, derived.as_ref()),
             ttl,
+        }
+    }
+
+    /// The anti-forgery token of a dashboard session: an HMAC of the session's access
+    /// token, so it needs no storage and changes with every sign-in.
+    pub fn csrf_token(&self, access_token: &str) -> String {
+        hex::encode(aws_lc_rs::hmac::sign(&self.csrf, access_token.as_bytes()))
+    }
+
+    /// Whether `given` is the anti-forgery token of the session (constant time).
+    pub fn csrf_matches(&self, access_token: &str, given: &str) -> bool {
+        match hex::decode(given.trim()) {
+            Ok(tag) => aws_lc_rs::hmac::verify(&self.csrf, access_token.as_bytes(), &tag).is_ok(),
+            Err(_) => false,
         }
     }
 
@@ -162,6 +185,14 @@ impl FromRequestParts<AppState> for Principal {
             .ok_or_else(|| {
                 ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
             })?;
+        Principal::from_token(state, token).await
+    }
+}
+
+impl Principal {
+    /// The caller behind an access token: signature and expiry checked, key not revoked,
+    /// within the tenant's request rate. Bearer headers and dashboard cookies both go here.
+    pub async fn from_token(state: &AppState, token: &str) -> Result<Principal, ApiError> {
         let claims = state.tokens.verify(token)?;
         if !state
             .key_cache
@@ -252,5 +283,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("signature"));
+    }
+
+    #[test]
+    fn anti_forgery_tokens_belong_to_one_session_and_secret() {
+        let issuer = TokenIssuer::new(&[7u8; 32], Duration::from_secs(60));
+        let session = issuer.issue("k1", "t1", Role::Member).unwrap();
+        let csrf = issuer.csrf_token(&session);
+        assert!(issuer.csrf_matches(&session, &csrf));
+        // Another session, another secret, a tampered or empty token: no match.
+        let other_session = issuer.issue("k2", "t1", Role::Member).unwrap();
+        assert!(!issuer.csrf_matches(&other_session, &csrf));
+        let other = TokenIssuer::new(&[8u8; 32], Duration::from_secs(60));
+        assert!(!other.csrf_matches(&session, &csrf));
+        let mut tampered = csrf.clone().into_bytes();
+        tampered[0] = if tampered[0] == b'0' { b'1' } else { b'0' };
+        assert!(!issuer.csrf_matches(&session, &String::from_utf8(tampered).unwrap()));
+        assert!(!issuer.csrf_matches(&session, ""));
+        assert!(!issuer.csrf_matches(&session, "not hex"));
+        // The token is not the session's signature: it cannot be used as one.
+        assert!(!session.ends_with(&csrf));
     }
 }

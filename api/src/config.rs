@@ -73,6 +73,9 @@ pub struct Config {
     pub heartbeat_timeout_ms: u64,
     /// Hardware prices (cost of queries and of scaling decisions).
     pub prices: Prices,
+    /// Mark the dashboard's session cookie `Secure` (set it when the dashboard is served
+    /// over HTTPS, e.g. behind a TLS proxy; browsers drop such cookies on plain HTTP).
+    pub cookie_secure: bool,
 }
 
 /// Hardware prices in dollars per second.
@@ -125,6 +128,7 @@ impl Default for Config {
             evict_idle_secs: 30,
             heartbeat_timeout_ms: 3000,
             prices: Prices::default(),
+            cookie_secure: false,
         }
     }
 }
@@ -188,6 +192,8 @@ pub struct Overrides {
     pub queue_capacity_rows: Option<usize>,
     #[arg(long, env = "INFAAS_HEARTBEAT_TIMEOUT_MS", global = true)]
     pub heartbeat_timeout_ms: Option<u64>,
+    #[arg(long, env = "INFAAS_COOKIE_SECURE", global = true)]
+    pub cookie_secure: Option<bool>,
 }
 
 /// Why the configuration could not be loaded.
@@ -240,7 +246,8 @@ impl Config {
             worker_listen,
             max_queue_delay_us,
             queue_capacity_rows,
-            heartbeat_timeout_ms
+            heartbeat_timeout_ms,
+            cookie_secure
         );
         set_opt!(
             database_url,

@@ -152,6 +152,10 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", v1)
         .nest("/v2", v2)
         .route("/cluster/heartbeat", post(routes::cluster::heartbeat))
+        .nest(
+            "/ui",
+            routes::dashboard::routes(upload_body_limit(&state.config)),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

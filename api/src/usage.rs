@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use infaas_core::time::now_ms;
+use infaas_store::db::merge_slo;
 use infaas_store::{Db, UsageRow};
 use tokio_util::sync::CancellationToken;
 
@@ -56,6 +57,8 @@ impl UsageRecorder {
                 latency_sum_ms: 0.0,
                 latency_max_ms: 0.0,
                 cost: 0.0,
+                slo_min_ms: None,
+                slo_max_ms: None,
             });
         row.requests += 1;
         row.rows += q.rows as i64;
@@ -67,6 +70,8 @@ impl UsageRecorder {
         row.latency_sum_ms += q.latency_ms;
         row.latency_max_ms = row.latency_max_ms.max(q.latency_ms);
         row.cost += q.cost;
+        row.slo_min_ms = merge_slo(row.slo_min_ms, q.slo_ms, true);
+        row.slo_max_ms = merge_slo(row.slo_max_ms, q.slo_ms, false);
     }
 
     /// Writes what was recorded since the last flush.
@@ -97,6 +102,8 @@ impl UsageRecorder {
                             cur.latency_sum_ms += r.latency_sum_ms;
                             cur.latency_max_ms = cur.latency_max_ms.max(r.latency_max_ms);
                             cur.cost += r.cost;
+                            cur.slo_min_ms = merge_slo(cur.slo_min_ms, r.slo_min_ms, true);
+                            cur.slo_max_ms = merge_slo(cur.slo_max_ms, r.slo_max_ms, false);
                         }
                         None => {
                             p.insert(key, r);

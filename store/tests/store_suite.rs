@@ -6,7 +6,7 @@ mod common;
 
 use bytes::Bytes;
 use infaas_core::{Quotas, Role};
-use infaas_store::{Db, DbKind, NewChunk, NewJob, ObjectRecord, StoreError};
+use infaas_store::{Db, DbKind, NewChunk, NewJob, ObjectRecord, StoreError, UsageRow};
 
 use common::backends::{on_both_pairs, Backends};
 use common::{generated_stream, open, stream_digest, Stores};
@@ -22,6 +22,7 @@ on_both_pairs!(
     streamed_upload_over_10_mb,
     failed_upload_leaves_nothing,
     job_chunks_count_once,
+    usage_keeps_the_slo_range,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -519,4 +520,60 @@ async fn job_chunks_count_once(b: &Backends) {
     let j = db.get_job(&t.id, &job.id).await.unwrap();
     assert!(j.started_at.is_some() && j.finished_at.is_some());
     assert!(db.unfinished_jobs().await.unwrap().iter().all(|u| u.id != job.id));
+fn usage_row(tenant: &str, app: &str, slo: (Option<f64>, Option<f64>)) -> UsageRow {
+    UsageRow {
+        tenant_id: tenant.into(),
+        app: app.into(),
+        model: "m".into(),
+        variant: "m.fp32.cpu.t1.b1".into(),
+        hardware: "cpu".into(),
+        minute: 120_000,
+        requests: 1,
+        rows: 1,
+        slo_met: 1,
+        slo_missed: 0,
+        latency_sum_ms: 2.0,
+        latency_max_ms: 2.0,
+        cost: 0.5,
+        slo_min_ms: slo.0,
+        slo_max_ms: slo.1,
+    }
+}
+
+/// Aggregates of one minute keep the tightest and loosest SLO across flushes (a flush
+/// without SLOs changes neither), and tenant-wide reads see only that tenant.
+async fn usage_keeps_the_slo_range(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    let beta = db.create_tenant("beta", Quotas::default()).await.unwrap();
+    for slo in [
+        (Some(5.0), Some(10.0)),
+        (None, None),
+        (Some(2.0), Some(4.0)),
+        (Some(8.0), Some(20.0)),
+    ] {
+        db.add_usage(&[usage_row(&acme.id, "digits", slo)])
+            .await
+            .unwrap();
+    }
+    db.add_usage(&[usage_row(&beta.id, "other", (Some(1.0), Some(1.0)))])
+        .await
+        .unwrap();
+    let rows = db.usage(&acme.id, "digits", 0).await.unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].requests, 4);
+    assert_eq!(
+        (rows[0].slo_min_ms, rows[0].slo_max_ms),
+        (Some(2.0), Some(20.0))
+    );
+    let all = db.tenant_usage(&acme.id, 0).await.unwrap();
+    assert_eq!(all, rows);
+    // A row that never had an SLO reads back as none.
+    db.add_usage(&[usage_row(&acme.id, "plain", (None, None))])
+        .await
+        .unwrap();
+    let plain = db.usage(&acme.id, "plain", 0).await.unwrap();
+    assert_eq!((plain[0].slo_min_ms, plain[0].slo_max_ms), (None, None));
+    assert_eq!(db.tenant_usage(&beta.id, 0).await.unwrap().len(), 1);
+    assert!(db.tenant_usage(&acme.id, 200_000).await.unwrap().is_empty());
 }

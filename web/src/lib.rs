@@ -1,7 +1,17 @@
 //! Server-rendered pages of infaas (askama). Pages take plain view structs; the HTTP layer
 //! fills them.
 
-use askama::Template;
+/// Rendering of every page (re-exported so that the HTTP layer needs no askama of its own).
+pub use askama::Template;
+
+pub mod chart;
+pub mod dashboard;
+pub mod format;
+
+/// The dashboard's stylesheet, served by the binary.
+pub const DASHBOARD_CSS: &str = include_str!("../assets/dashboard.css");
+/// The dashboard's script (live refresh of marked elements), served by the binary.
+pub const DASHBOARD_JS: &str = include_str!("../assets/dashboard.js");
 
 /// The landing page: what this server is connected to and whether it is healthy.
 #[derive(Template)]
@@ -19,6 +29,7 @@ pub struct IndexPage {
 }
 
 impl IndexPage {
+    /// The page as HTML.
     pub fn render_html(&self) -> Result<String, askama::Error> {
         self.render()
     }

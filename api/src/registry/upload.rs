@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use crate::error::ApiError;
+use crate::quota::check_storage;
 use crate::state::AppState;
 
 /// Tasks the platform knows how to measure accuracy for.
@@ -157,6 +158,37 @@ async fn read_fields(
         }
     }
     Ok(form)
+}
+
+/// A whole registration: reads the form (streaming files to a scratch directory), checks
+/// it, the name and the tenant's quotas, stores it and queues the background work. The
+/// `POST /v1/models` route and the dashboard's form both register through here.
+pub async fn register(
+    state: &AppState,
+    tenant_id: &str,
+    multipart: Multipart,
+) -> Result<infaas_core::Model, ApiError> {
+    let tmp_root = state.config.tmp_dir();
+    tokio::fs::create_dir_all(&tmp_root)
+        .await
+        .map_err(ApiError::internal)?;
+    let dir = tempfile::Builder::new()
+        .prefix("upload-")
+        .tempdir_in(&tmp_root)
+        .map_err(ApiError::internal)?;
+    let form = read_form(multipart, dir.path(), state.config.max_upload_bytes).await?;
+    if let Some(name) = &form.name {
+        if state.db.get_model(tenant_id, name).await.is_ok() {
+            return Err(ApiError::Conflict(format!("model '{name}' already exists")));
+        }
+    }
+    let checked = check(form, state).await?;
+    let bytes = (checked.model.size + checked.validation.size) as i64;
+    check_storage(state, tenant_id, 1, bytes).await?;
+    let model = store(state, tenant_id, checked).await?;
+    state.registry.submit(&model.id);
+    tracing::info!(model = %model.name, app = %model.app, "model registered");
+    Ok(model)
 }
 
 /// A registration that passed every check, ready to store.

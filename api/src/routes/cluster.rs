@@ -83,6 +83,13 @@ pub struct WorkerList {
 #[utoipa::path(get, path = "/v1/workers", tag = "cluster", security(("bearer" = [])),
     responses((status = 200, body = WorkerList), (status = 401, body = ErrorBody)))]
 pub async fn workers(State(state): State<AppState>, p: Principal) -> ApiResult<Json<WorkerList>> {
+    Ok(Json(WorkerList {
+        workers: worker_views(&state, &p.tenant_id),
+    }))
+}
+
+/// Every worker, by name, with the instances of `tenant_id`'s variants only.
+pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
     let mut workers: Vec<WorkerView> = state
         .cluster
         .workers_view()
@@ -95,7 +102,7 @@ pub async fn workers(State(state): State<AppState>, p: Principal) -> ApiResult<J
                     state
                         .cluster
                         .served(&i.variant_id)
-                        .is_some_and(|s| s.entry.tenant_id == p.tenant_id)
+                        .is_some_and(|s| s.entry.tenant_id == tenant_id)
                 })
                 .map(|i| InstanceView {
                     variant: i.variant_name.clone(),
@@ -134,7 +141,7 @@ pub async fn workers(State(state): State<AppState>, p: Principal) -> ApiResult<J
         })
         .collect();
     workers.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Json(WorkerList { workers }))
+    workers
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

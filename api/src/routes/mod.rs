@@ -3,6 +3,7 @@
 pub mod api_keys;
 pub mod auth;
 pub mod cluster;
+pub mod dashboard;
 pub mod health;
 pub mod infer;
 pub mod models;

@@ -9,7 +9,6 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
-use crate::quota::check_storage;
 use crate::registry::upload;
 use crate::state::AppState;
 
@@ -171,26 +170,7 @@ pub async fn register(
             r.body_text()
         ),
     })?;
-    let tmp_root = state.config.tmp_dir();
-    tokio::fs::create_dir_all(&tmp_root)
-        .await
-        .map_err(ApiError::internal)?;
-    let dir = tempfile::Builder::new()
-        .prefix("upload-")
-        .tempdir_in(&tmp_root)
-        .map_err(ApiError::internal)?;
-    let form = upload::read_form(multipart, dir.path(), state.config.max_upload_bytes).await?;
-    if let Some(name) = &form.name {
-        if state.db.get_model(&p.tenant_id, name).await.is_ok() {
-            return Err(ApiError::Conflict(format!("model '{name}' already exists")));
-        }
-    }
-    let checked = upload::check(form, &state).await?;
-    let bytes = (checked.model.size + checked.validation.size) as i64;
-    check_storage(&state, &p.tenant_id, 1, bytes).await?;
-    let model = upload::store(&state, &p.tenant_id, checked).await?;
-    state.registry.submit(&model.id);
-    tracing::info!(model = %model.name, app = %model.app, "model registered");
+    let model = upload::register(&state, &p.tenant_id, multipart).await?;
     Ok((StatusCode::ACCEPTED, Json(view(model, Vec::new()))))
 }
 

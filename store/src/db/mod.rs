@@ -4,6 +4,7 @@
 pub mod jobs;
 mod models;
 mod objects;
+mod reports;
 mod settings;
 mod tenants;
 mod usage;
@@ -18,7 +19,8 @@ use crate::StoreError;
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
 pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
-pub use usage::UsageRow;
+pub use reports::{JobSummary, ScalingEventRow};
+pub use usage::{merge_slo, UsageRow};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");

@@ -1,0 +1,442 @@
+//! Pages of the browser dashboard under `/ui`. Each page is a plain view struct whose text
+//! fields are escaped when rendered; charts arrive as SVG already built (and escaped) by
+//! [`crate::chart`].
+
+use askama::Template;
+
+/// What every signed-in page shows around its content.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// Name of the signed-in tenant.
+    pub tenant: String,
+    /// Anti-forgery token of the session, for the forms of the page.
+    pub csrf: String,
+    /// The navigation entry to highlight (`apps`, `models`, `workers`, `scaling`, `jobs`).
+    pub active: &'static str,
+}
+
+impl Layout {
+    /// Whether `entry` is the highlighted navigation entry.
+    pub fn is(&self, entry: &str) -> bool {
+        self.active == entry
+    }
+}
+
+/// The sign-in form.
+#[derive(Template)]
+#[template(path = "dashboard/login.html")]
+pub struct LoginPage {
+    /// Why the last attempt failed.
+    pub error: Option<String>,
+    /// Anti-forgery token, also set in a cookie (double submit).
+    pub csrf: String,
+}
+
+/// An error page (unknown application or model, forbidden request, ...).
+#[derive(Template)]
+#[template(path = "dashboard/error.html")]
+pub struct ErrorPage {
+    pub status: u16,
+    pub title: String,
+    pub message: String,
+}
+
+/// An application's figures over the report window.
+#[derive(Debug, Clone, Default)]
+pub struct AppSummary {
+    pub name: String,
+    pub models: usize,
+    pub requests: i64,
+    /// The latency SLOs queries asked for (`2 ms – 10 ms`, `5 ms` or `none`).
+    pub slos: String,
+    /// Fraction of queries that met their SLO.
+    pub attainment: String,
+    /// Accuracy of the variants that answered, weighted by queries.
+    pub accuracy: String,
+    /// Cost over the window scaled to an hour.
+    pub cost_per_hour: String,
+}
+
+/// The tenant's applications.
+#[derive(Template)]
+#[template(path = "dashboard/apps.html")]
+pub struct AppsPage {
+    pub layout: Layout,
+    pub window_minutes: i64,
+    pub apps: Vec<AppSummary>,
+    /// Cost of all applications per minute (SVG).
+    pub cost_chart: String,
+}
+
+/// Usage of one variant over the report window.
+#[derive(Debug, Clone, Default)]
+pub struct VariantUsage {
+    pub model: String,
+    pub variant: String,
+    pub hardware: String,
+    pub requests: i64,
+    pub attainment: String,
+    pub mean_latency: String,
+    pub max_latency: String,
+    pub cost: String,
+}
+
+/// The "try it" form's fields, as last submitted.
+#[derive(Debug, Clone, Default)]
+pub struct TryForm {
+    /// JSON array of input tensors.
+    pub inputs: String,
+    pub latency_ms: String,
+    pub min_accuracy: String,
+}
+
+/// The answer to a query sent from the "try it" form.
+#[derive(Debug, Clone, Default)]
+pub struct TryResult {
+    pub model: String,
+    pub variant: String,
+    pub worker: String,
+    pub hardware: String,
+    pub accuracy: String,
+    pub reason: String,
+    pub predicted: String,
+    pub measured: String,
+    pub cost: String,
+    /// Output tensors as JSON, one line each.
+    pub outputs: String,
+}
+
+/// One application: figures, charts, usage by variant, models and the "try it" form.
+#[derive(Template)]
+#[template(path = "dashboard/app.html")]
+pub struct AppPage {
+    pub layout: Layout,
+    pub window_minutes: i64,
+    pub summary: AppSummary,
+    pub latency_chart: String,
+    pub throughput_chart: String,
+    pub cost_chart: String,
+    pub variants: Vec<VariantUsage>,
+    pub models: Vec<ModelRow>,
+    pub form: TryForm,
+    pub result: Option<TryResult>,
+    /// Why the last query failed.
+    pub error: Option<String>,
+}
+
+/// A model in a list.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRow {
+    pub name: String,
+    pub app: String,
+    pub status: String,
+    /// Progress of the registration in whole percent.
+    pub progress_pct: u32,
+    pub detail: String,
+    pub error: Option<String>,
+    pub variants: usize,
+    /// Best validation accuracy of its variants.
+    pub accuracy: String,
+}
+
+impl ModelRow {
+    /// Whether the registration's background work has finished (ready or failed).
+    pub fn settled(&self) -> bool {
+        self.status == "ready" || self.status == "failed"
+    }
+}
+
+/// The tenant's models.
+#[derive(Template)]
+#[template(path = "dashboard/models.html")]
+pub struct ModelsPage {
+    pub layout: Layout,
+    pub models: Vec<ModelRow>,
+}
+
+impl ModelsPage {
+    /// Whether some registration is still in progress (the list refreshes itself).
+    pub fn live(&self) -> bool {
+        self.models.iter().any(|m| !m.settled())
+    }
+}
+
+/// A loaded copy of a variant.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceRef {
+    pub worker: String,
+    /// `active`, `overloaded`, `interfered` or `inactive`.
+    pub state: String,
+}
+
+/// Profiled latency at one batch size.
+#[derive(Debug, Clone, Default)]
+pub struct LatencyCell {
+    pub batch: usize,
+    pub mean: String,
+    pub p99: String,
+}
+
+/// A variant with its profile and instances.
+#[derive(Debug, Clone, Default)]
+pub struct VariantRow {
+    pub name: String,
+    pub precision: String,
+    pub hardware: String,
+    pub threads: usize,
+    pub max_batch: usize,
+    pub status: String,
+    pub accuracy: String,
+    pub load: String,
+    pub memory: String,
+    pub latency: Vec<LatencyCell>,
+    pub instances: Vec<InstanceRef>,
+}
+
+/// One model: registration progress, signature and variants.
+#[derive(Template)]
+#[template(path = "dashboard/model.html")]
+pub struct ModelPage {
+    pub layout: Layout,
+    pub model: ModelRow,
+    pub size: String,
+    pub sha256: String,
+    /// Inputs and outputs, one line each.
+    pub signature: Vec<String>,
+    pub created: String,
+    pub variants: Vec<VariantRow>,
+}
+
+/// The registration form.
+#[derive(Template)]
+#[template(path = "dashboard/register.html")]
+pub struct RegisterPage {
+    pub layout: Layout,
+    pub error: Option<String>,
+    pub name: String,
+    pub app: String,
+}
+
+/// A variant loaded on a worker, with its live figures.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceRow {
+    pub variant: String,
+    pub state: String,
+    pub threads: usize,
+    pub max_batch: usize,
+    pub queue_rows: usize,
+    pub qps: String,
+    pub requests: u64,
+    pub p50: String,
+    pub p99: String,
+}
+
+/// A worker with its hardware, utilisation and the tenant's instances.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerRow {
+    pub name: String,
+    pub id: String,
+    pub alive: bool,
+    pub hardware: String,
+    pub cores: usize,
+    pub threads: String,
+    pub memory: String,
+    pub utilisation: String,
+    pub heartbeat: String,
+    pub instances: Vec<InstanceRow>,
+}
+
+/// Workers.
+#[derive(Template)]
+#[template(path = "dashboard/workers.html")]
+pub struct WorkersPage {
+    pub layout: Layout,
+    pub workers: Vec<WorkerRow>,
+}
+
+/// A scaling decision.
+#[derive(Debug, Clone, Default)]
+pub struct ScalingRow {
+    pub at: String,
+    pub app: String,
+    pub variant: String,
+    pub worker: String,
+    pub action: String,
+    pub reason: String,
+    pub cost_before: String,
+    pub cost_after: String,
+}
+
+/// Scaling events.
+#[derive(Template)]
+#[template(path = "dashboard/scaling.html")]
+pub struct ScalingPage {
+    pub layout: Layout,
+    pub events: Vec<ScalingRow>,
+}
+
+/// An offline job and its progress.
+#[derive(Debug, Clone, Default)]
+pub struct JobRow {
+    pub id: String,
+    pub target: String,
+    pub state: String,
+    pub items_done: i64,
+    pub items_total: i64,
+    /// Progress in whole percent (0 when the total is not known yet).
+    pub progress_pct: u32,
+    pub error: Option<String>,
+    pub created: String,
+}
+
+/// Offline jobs.
+#[derive(Template)]
+#[template(path = "dashboard/jobs.html")]
+pub struct JobsPage {
+    pub layout: Layout,
+    pub jobs: Vec<JobRow>,
+}
+
+impl JobsPage {
+    /// Whether a job is still running (the list refreshes itself).
+    pub fn live(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| !matches!(j.state.as_str(), "succeeded" | "failed" | "cancelled"))
+    }
+}
+
+/// Whole percent of `done` out of `total` (0 without a total), at most 100.
+pub fn percent_of(done: i64, total: i64) -> u32 {
+    if total <= 0 {
+        return 0;
+    }
+    ((done.max(0) as f64 / total as f64) * 100.0)
+        .floor()
+        .clamp(0.0, 100.0) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout {
+            tenant: "acme".into(),
+            csrf: "tok3n".into(),
+            active: "models",
+        }
+    }
+
+    #[test]
+    fn pages_escape_user_text() {
+        let page = ModelsPage {
+            layout: Layout {
+                tenant: "<b>evil</b>".into(),
+                ..layout()
+            },
+            models: vec![ModelRow {
+                name: "m1".into(),
+                app: "digits".into(),
+                status: "failed".into(),
+                error: Some("<img src=x onerror=alert(1)>".into()),
+                ..Default::default()
+            }],
+        };
+        let html = page.render().unwrap();
+        assert!(!html.contains("<img src=x"), "{html}");
+        assert!(!html.contains("<b>evil"), "{html}");
+        assert!(html.contains("&#60;img src=x") || html.contains("&lt;img src=x"));
+    }
+
+    #[test]
+    fn every_form_carries_the_session_token() {
+        let page = RegisterPage {
+            layout: layout(),
+            error: None,
+            name: String::new(),
+            app: String::new(),
+        };
+        let html = page.render().unwrap();
+        // The registration form and the sign-out form.
+        assert_eq!(html.matches("<form").count(), 2, "{html}");
+        assert_eq!(
+            html.matches(r#"<input type="hidden" name="csrf" value="tok3n">"#)
+                .count(),
+            2,
+            "{html}"
+        );
+        // The token is the first field of the multipart form: the server checks it before
+        // reading the files.
+        let form = &html[html.find("enctype=\"multipart/form-data\"").unwrap()..];
+        let first_input = &form[form.find("<input").unwrap()..];
+        assert!(first_input.starts_with(r#"<input type="hidden" name="csrf""#));
+    }
+
+    #[test]
+    fn model_progress_refreshes_until_settled() {
+        let mut page = ModelPage {
+            layout: layout(),
+            model: ModelRow {
+                name: "m".into(),
+                app: "a".into(),
+                status: "profiling".into(),
+                progress_pct: 42,
+                detail: "profiling m.int8.cpu.t1".into(),
+                ..Default::default()
+            },
+            size: "1 KiB".into(),
+            sha256: "ab".into(),
+            signature: vec![],
+            created: "now".into(),
+            variants: vec![],
+        };
+        let html = page.render().unwrap();
+        assert!(html.contains(r#"data-live="#), "{html}");
+        assert!(
+            html.contains(r#"<progress max="100" value="42">"#),
+            "{html}"
+        );
+        page.model.status = "ready".into();
+        page.model.progress_pct = 100;
+        let html = page.render().unwrap();
+        assert!(!html.contains(r#"data-live="#), "{html}");
+        assert!(html.contains(r#"id="model-status" class="status ready">ready<"#));
+    }
+
+    #[test]
+    fn charts_are_inserted_as_markup() {
+        let page = AppPage {
+            layout: layout(),
+            window_minutes: 60,
+            summary: AppSummary {
+                name: "digits".into(),
+                ..Default::default()
+            },
+            latency_chart: "<svg id=\"l\"></svg>".into(),
+            throughput_chart: String::new(),
+            cost_chart: String::new(),
+            variants: vec![],
+            models: vec![],
+            form: TryForm {
+                inputs: "[{\"name\": \"input\"}]".into(),
+                ..Default::default()
+            },
+            result: None,
+            error: None,
+        };
+        let html = page.render().unwrap();
+        assert!(html.contains("<svg id=\"l\"></svg>"));
+        // The form's JSON is text, escaped inside the textarea.
+        assert!(html.contains("&#34;name&#34;") || html.contains("&quot;name&quot;"));
+    }
+
+    #[test]
+    fn percentages() {
+        assert_eq!(percent_of(0, 0), 0);
+        assert_eq!(percent_of(5, 10), 50);
+        assert_eq!(percent_of(11, 10), 100);
+        assert_eq!(percent_of(2, 3), 66);
+    }
+}
