@@ -76,6 +76,13 @@ pub struct Config {
     /// Mark the dashboard's session cookie `Secure` (set it when the dashboard is served
     /// over HTTPS, e.g. behind a TLS proxy; browsers drop such cookies on plain HTTP).
     pub cookie_secure: bool,
+    /// Items per chunk of an offline job (the unit of progress, output and retry).
+    pub job_chunk_rows: usize,
+    /// Offline jobs run only while online queries keep the cores below this fraction.
+    pub job_max_online_utilisation: f64,
+    /// A claimed chunk whose runner stops renewing its lease for this long is taken over,
+    /// in milliseconds.
+    pub job_lease_ms: u64,
 }
 
 /// Hardware prices in dollars per second.
@@ -129,6 +136,9 @@ impl Default for Config {
             heartbeat_timeout_ms: 3000,
             prices: Prices::default(),
             cookie_secure: false,
+            job_chunk_rows: 1024,
+            job_max_online_utilisation: 0.4,
+            job_lease_ms: 10_000,
         }
     }
 }
@@ -194,6 +204,12 @@ pub struct Overrides {
     pub heartbeat_timeout_ms: Option<u64>,
     #[arg(long, env = "INFAAS_COOKIE_SECURE", global = true)]
     pub cookie_secure: Option<bool>,
+    #[arg(long, env = "INFAAS_JOB_CHUNK_ROWS", global = true)]
+    pub job_chunk_rows: Option<usize>,
+    #[arg(long, env = "INFAAS_JOB_MAX_ONLINE_UTILISATION", global = true)]
+    pub job_max_online_utilisation: Option<f64>,
+    #[arg(long, env = "INFAAS_JOB_LEASE_MS", global = true)]
+    pub job_lease_ms: Option<u64>,
 }
 
 /// Why the configuration could not be loaded.
@@ -247,7 +263,10 @@ impl Config {
             max_queue_delay_us,
             queue_capacity_rows,
             heartbeat_timeout_ms,
-            cookie_secure
+            cookie_secure,
+            job_chunk_rows,
+            job_max_online_utilisation,
+            job_lease_ms
         );
         set_opt!(
             database_url,
@@ -288,6 +307,21 @@ impl Config {
                     "jwt_secret must be at least 32 characters".into(),
                 ));
             }
+        }
+        if self.job_chunk_rows == 0 {
+            return Err(ConfigError::Invalid(
+                "job_chunk_rows must be at least 1".into(),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.job_max_online_utilisation) {
+            return Err(ConfigError::Invalid(
+                "job_max_online_utilisation must be a fraction in [0, 1]".into(),
+            ));
+        }
+        if self.job_lease_ms < 1000 {
+            return Err(ConfigError::Invalid(
+                "job_lease_ms must be at least 1000".into(),
+            ));
         }
         if self.profile_runs == 0 {
             return Err(ConfigError::Invalid(

@@ -6,6 +6,7 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod jobs;
 pub mod metrics;
 pub mod openapi;
 pub mod quota;

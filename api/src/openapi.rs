@@ -31,6 +31,14 @@ use crate::routes;
         routes::infer::infer_model,
         routes::cluster::workers,
         routes::cluster::usage,
+        routes::jobs::submit,
+        routes::jobs::list,
+        routes::jobs::show,
+        routes::jobs::cancel,
+        routes::jobs::results,
+        routes::jobs::put_file,
+        routes::jobs::get_file,
+        routes::jobs::list_files,
     ),
     components(schemas(crate::error::ErrorBody)),
     modifiers(&BearerAuth),
@@ -42,6 +50,8 @@ use crate::routes;
         (name = "apps", description = "Applications"),
         (name = "inference", description = "Online queries: model-less by application, or by model. The Open Inference Protocol (v2) is served under /v2"),
         (name = "cluster", description = "Workers and their instances"),
+        (name = "jobs", description = "Offline (batch) jobs on spare capacity"),
+        (name = "files", description = "The tenant's file area: job inputs and outputs"),
     )
 )]
 pub struct ApiDoc;

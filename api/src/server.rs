@@ -123,7 +123,23 @@ pub fn router(state: AppState) -> Router {
         .route("/apps/{app}/usage", get(routes::cluster::usage))
         .route("/apps/{app}/infer", post(routes::infer::infer_app))
         .route("/models/{name}/infer", post(routes::infer::infer_model))
-        .route("/workers", get(routes::cluster::workers));
+        .route("/workers", get(routes::cluster::workers))
+        .route(
+            "/jobs",
+            get(routes::jobs::list)
+                .post(routes::jobs::submit)
+                .layer(DefaultBodyLimit::max(upload_body_limit(&state.config))),
+        )
+        .route("/jobs/{id}", get(routes::jobs::show))
+        .route("/jobs/{id}/cancel", post(routes::jobs::cancel))
+        .route("/jobs/{id}/results", get(routes::jobs::results))
+        .route("/files", get(routes::jobs::list_files))
+        .route(
+            "/files/{*path}",
+            get(routes::jobs::get_file)
+                .put(routes::jobs::put_file)
+                .layer(DefaultBodyLimit::max(upload_body_limit(&state.config))),
+        );
     let v2 = Router::new()
         .route("/", get(routes::v2::server))
         .route("/health/live", get(routes::v2::live))
@@ -211,6 +227,7 @@ impl Server {
         let shutdown = CancellationToken::new();
         crate::registry::Registry::start(state.clone(), shutdown.clone());
         tokio::spawn(state.cluster.clone().run(shutdown.clone()));
+        tokio::spawn(crate::jobs::runner::JobRunner::new(state.clone()).run(shutdown.clone()));
         tokio::spawn(state.usage.clone().run(
             state.db.clone(),
             Duration::from_secs(5),

@@ -182,7 +182,7 @@ async fn resolve(
     }
 }
 
-fn load_request(s: &Served) -> LoadRequest {
+pub(crate) fn load_request(s: &Served) -> LoadRequest {
     let v = &s.entry.variant;
     LoadRequest {
         variant_id: v.id.clone(),
@@ -313,6 +313,7 @@ pub async fn serve(
         match result {
             Ok(outputs) => {
                 let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+                state.cluster.online.record(latency_ms, req.latency_ms);
                 let cost = rows as f64
                     * variant_cost_per_query(v, state.cluster.prices(), rows.min(v.max_batch));
                 state.usage.record(&QueryRecord {

@@ -4,8 +4,10 @@
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
+//! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 
 pub mod autoscale;
+pub mod offline;
 pub mod select;
 pub mod snapshot;
 pub mod state;

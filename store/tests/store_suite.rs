@@ -459,8 +459,14 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 
 async fn job_chunks_count_once(b: &Backends) {
     let Stores { db, .. } = open(b).await;
-    let t = db.create_tenant("acme", quotas(10.0, 10, 1 << 20)).await.unwrap();
-    let other = db.create_tenant("other", quotas(10.0, 10, 1 << 20)).await.unwrap();
+    let t = db
+        .create_tenant("acme", quotas(10.0, 10, 1 << 20))
+        .await
+        .unwrap();
+    let other = db
+        .create_tenant("other", quotas(10.0, 10, 1 << 20))
+        .await
+        .unwrap();
     let chunk = |key: &str, start: i64, items: i64| NewChunk {
         input_key: key.into(),
         format: "npz".into(),
@@ -482,15 +488,32 @@ async fn job_chunks_count_once(b: &Backends) {
         )
         .await
         .unwrap();
-    assert_eq!((job.state.as_str(), job.items_total, job.items_done), ("queued", 157, 0));
+    assert_eq!(
+        (job.state.as_str(), job.items_total, job.items_done),
+        ("queued", 157, 0)
+    );
     // Another tenant cannot see it.
-    assert!(matches!(db.get_job(&other.id, &job.id).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        db.get_job(&other.id, &job.id).await,
+        Err(StoreError::NotFound(_))
+    ));
     assert!(db.list_jobs(&other.id).await.unwrap().is_empty());
 
     // Chunks are claimed in order, once each, with their global item offsets.
-    let c0 = db.claim_chunk(&job.id, "w1", 60_000).await.unwrap().unwrap();
-    let c1 = db.claim_chunk(&job.id, "w2", 60_000).await.unwrap().unwrap();
-    assert_eq!((c0.index, c0.item_start, c1.index, c1.item_start), (0, 0, 1, 100));
+    let c0 = db
+        .claim_chunk(&job.id, "w1", 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    let c1 = db
+        .claim_chunk(&job.id, "w2", 60_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (c0.index, c0.item_start, c1.index, c1.item_start),
+        (0, 0, 1, 100)
+    );
     assert_eq!((c1.row_start, c1.items), (100, 50));
     // Completing counts the items once; a second completion is refused.
     assert!(db.complete_chunk(&job.id, 0, "out/0").await.unwrap());
@@ -500,11 +523,23 @@ async fn job_chunks_count_once(b: &Backends) {
     db.release_chunk(&job.id, 1).await.unwrap();
     let again = db.claim_chunk(&job.id, "w3", -1).await.unwrap().unwrap();
     assert_eq!((again.index, again.attempts), (1, 2));
-    let stolen = db.claim_chunk(&job.id, "w4", 60_000).await.unwrap().unwrap();
+    let stolen = db
+        .claim_chunk(&job.id, "w4", 60_000)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((stolen.index, stolen.attempts), (1, 3));
-    let c2 = db.claim_chunk(&job.id, "w4", 60_000).await.unwrap().unwrap();
+    let c2 = db
+        .claim_chunk(&job.id, "w4", 60_000)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(c2.index, 2);
-    assert!(db.claim_chunk(&job.id, "w5", 60_000).await.unwrap().is_none());
+    assert!(db
+        .claim_chunk(&job.id, "w5", 60_000)
+        .await
+        .unwrap()
+        .is_none());
     assert!(db.complete_chunk(&job.id, 1, "out/1").await.unwrap());
     assert!(db.complete_chunk(&job.id, 2, "out/2").await.unwrap());
     let counts = db.chunk_counts(&job.id).await.unwrap();
@@ -512,14 +547,30 @@ async fn job_chunks_count_once(b: &Backends) {
     assert_eq!(db.get_job(&t.id, &job.id).await.unwrap().items_done, 157);
 
     // States: final states stick.
-    assert!(db.set_job_state(&job.id, "running", None, None).await.unwrap());
-    assert!(db.set_job_state(&job.id, "succeeded", None, None).await.unwrap());
-    assert!(!db.set_job_state(&job.id, "running", None, None).await.unwrap());
+    assert!(db
+        .set_job_state(&job.id, "running", None, None)
+        .await
+        .unwrap());
+    assert!(db
+        .set_job_state(&job.id, "succeeded", None, None)
+        .await
+        .unwrap());
+    assert!(!db
+        .set_job_state(&job.id, "running", None, None)
+        .await
+        .unwrap());
     let cancelled = db.cancel_job(&t.id, &job.id).await.unwrap();
     assert_eq!(cancelled.state, "succeeded");
     let j = db.get_job(&t.id, &job.id).await.unwrap();
     assert!(j.started_at.is_some() && j.finished_at.is_some());
-    assert!(db.unfinished_jobs().await.unwrap().iter().all(|u| u.id != job.id));
+    assert!(db
+        .unfinished_jobs()
+        .await
+        .unwrap()
+        .iter()
+        .all(|u| u.id != job.id));
+}
+
 fn usage_row(tenant: &str, app: &str, slo: (Option<f64>, Option<f64>)) -> UsageRow {
     UsageRow {
         tenant_id: tenant.into(),

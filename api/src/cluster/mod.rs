@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use infaas_core::{HardwareKind, Tensor};
 use infaas_scheduler::{
-    next_state, peak_qps, InFlight, InstanceEntry, InstanceFigures, InstanceState, Prices,
-    Snapshot, Thresholds, VariantEntry, WorkerEntry,
+    next_state, offline::OnlineLoad, peak_qps, InFlight, InstanceEntry, InstanceFigures,
+    InstanceState, Prices, Snapshot, Thresholds, VariantEntry, WorkerEntry,
 };
 use infaas_store::Db;
 use infaas_worker::{Heartbeat, InstanceReport, LoadRequest, NodeConfig, WorkerError, WorkerNode};
@@ -140,7 +140,81 @@ struct WorkerSlot {
 
 pub use catalog::{Catalog, Served};
 
+/// Online queries measured over one-second windows: how busy they keep the workers and how
+/// many miss their SLO (what offline jobs yield to).
+#[derive(Debug, Default)]
+pub struct OnlineMeter {
+    window: Mutex<MeterWindow>,
+}
+
+#[derive(Debug, Default)]
+struct MeterWindow {
+    start: Option<Instant>,
+    busy_ms: f64,
+    queries: u64,
+    with_slo: u64,
+    missed: u64,
+    last: OnlineLoad,
+}
+
+const METER_WINDOW: Duration = Duration::from_secs(1);
+
+impl MeterWindow {
+    /// Closes the window when it is over (an empty one stands for the whole idle stretch).
+    fn roll(&mut self, now: Instant) {
+        let start = *self.start.get_or_insert(now);
+        let elapsed = now.duration_since(start);
+        if elapsed < METER_WINDOW {
+            return;
+        }
+        let secs = elapsed.as_secs_f64();
+        self.last = OnlineLoad {
+            busy_s_per_s: self.busy_ms / 1e3 / secs,
+            qps: self.queries as f64 / secs,
+            slo_miss_rate: if self.with_slo == 0 {
+                0.0
+            } else {
+                self.missed as f64 / self.with_slo as f64
+            },
+        };
+        *self = MeterWindow {
+            start: Some(now),
+            last: self.last,
+            ..MeterWindow::default()
+        };
+    }
+}
+
+impl OnlineMeter {
+    pub fn record(&self, latency_ms: f64, slo_ms: Option<f64>) {
+        if let Ok(mut w) = self.window.lock() {
+            w.roll(Instant::now());
+            w.busy_ms += latency_ms;
+            w.queries += 1;
+            if let Some(slo) = slo_ms {
+                w.with_slo += 1;
+                if latency_ms > slo {
+                    w.missed += 1;
+                }
+            }
+        }
+    }
+
+    /// The last complete window.
+    pub fn load(&self) -> OnlineLoad {
+        match self.window.lock() {
+            Ok(mut w) => {
+                w.roll(Instant::now());
+                w.last
+            }
+            Err(_) => OnlineLoad::default(),
+        }
+    }
+}
+
 pub struct Cluster {
+    /// Online query figures (offline jobs read them).
+    pub online: OnlineMeter,
     db: Db,
     prices: Prices,
     thresholds: Thresholds,
@@ -179,6 +253,7 @@ impl Cluster {
             states: Mutex::new(HashMap::new()),
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
             refreshing: tokio::sync::Mutex::new(()),
+            online: OnlineMeter::default(),
         });
         if let Some(node) = local {
             cluster.upsert_worker(WorkerHandle::Local(node.clone()), node.heartbeat());
@@ -376,7 +451,9 @@ impl Cluster {
                     peak_qps: peak,
                     queue_len: i.queue_rows,
                     max_batch: i.max_batch,
-                    p99_ms_observed: (i.requests_total > 0 && i.exec_p99_ms > 0.0)
+                    // An instance that served nothing in the window has no current latency
+                    // (its percentiles are stale), so it cannot stay Interfered on them.
+                    p99_ms_observed: (i.requests_total > 0 && i.qps > 0.0 && i.exec_p99_ms > 0.0)
                         .then_some(i.exec_p99_ms),
                     p99_ms_profiled: p99_profiled,
                 };

@@ -38,7 +38,7 @@ pub struct RegistrationForm {
     pub declared: DeclaredMetadata,
 }
 
-fn multipart_error(e: MultipartError) -> ApiError {
+pub(crate) fn multipart_error(e: MultipartError) -> ApiError {
     let status = e.status();
     let message = if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
         "the request body is larger than the configured upload limit".to_string()
@@ -48,7 +48,7 @@ fn multipart_error(e: MultipartError) -> ApiError {
     ApiError::Status { status, message }
 }
 
-async fn save_file(
+pub(crate) async fn save_file(
     mut field: Field<'_>,
     dir: &Path,
     name: &str,
@@ -81,7 +81,7 @@ async fn save_file(
     })
 }
 
-async fn text(field: Field<'_>, name: &str) -> Result<String, ApiError> {
+pub(crate) async fn text(field: Field<'_>, name: &str) -> Result<String, ApiError> {
     let value = field.text().await.map_err(multipart_error)?;
     if value.len() > 64 * 1024 {
         return Err(ApiError::BadRequest(format!("field '{name}' is too long")));

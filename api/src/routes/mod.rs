@@ -6,5 +6,6 @@ pub mod cluster;
 pub mod dashboard;
 pub mod health;
 pub mod infer;
+pub mod jobs;
 pub mod models;
 pub mod v2;

@@ -302,7 +302,7 @@ impl Platform {
         }
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Answer {
         let resp = req.send().await.expect("an HTTP answer");
         let status = resp.status();
         let text = resp.text().await.expect("an HTTP body");

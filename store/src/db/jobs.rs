@@ -95,7 +95,8 @@ pub struct ChunkCounts {
     pub done: i64,
 }
 
-const JOB_COLS: &str = "id, tenant_id, app_name, model_name, min_accuracy, variant_id, variant_name, \
+const JOB_COLS: &str =
+    "id, tenant_id, app_name, model_name, min_accuracy, variant_id, variant_name, \
     state, paused_reason, input_path, output_path, webhook_url, items_total, items_done, error, \
     created_at, started_at, finished_at, updated_at";
 

@@ -1,0 +1,381 @@
+//! Offline (batch) jobs: submission (inputs checked and cut into chunks up front), the
+//! runner that works through chunks on spare capacity, and the tenant's file area that jobs
+//! read from and write to.
+//!
+//! Durability: a job and its chunks live in the database; a chunk is claimed with a lease,
+//! its output object is written under a key fixed by the chunk's index, and only then is the
+//! chunk marked done (counting its items once). A runner or worker that dies mid-chunk leaves
+//! the chunk to be claimed again when its lease runs out; rewriting the same key means no
+//! output is doubled, and a chunk is done only once its output exists, so none is skipped.
+
+pub mod input;
+pub mod runner;
+
+use infaas_store::db::jobs::state;
+use infaas_store::{Job, NewChunk, NewJob, ObjectRecord};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::cluster::schema::InputSpec;
+use crate::error::ApiError;
+use crate::state::AppState;
+use input::Format;
+
+/// Most input objects one job may read.
+const MAX_INPUT_OBJECTS: usize = 10_000;
+
+/// The object key of a path in the tenant's file area.
+pub fn file_key(tenant_id: &str, path: &str) -> String {
+    format!("tenants/{tenant_id}/files/{path}")
+}
+
+/// Checks a path of the tenant's file area: `/`-separated segments of letters, digits, `.`,
+/// `_` and `-`, none of them `.` or `..`.
+pub fn check_path(what: &str, path: &str, allow_trailing_slash: bool) -> Result<String, ApiError> {
+    let trimmed = path.trim_start_matches('/');
+    let body = if allow_trailing_slash {
+        trimmed.trim_end_matches('/')
+    } else {
+        trimmed
+    };
+    let ok = !body.is_empty()
+        && body.len() <= 512
+        && body.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        });
+    if !ok {
+        return Err(ApiError::BadRequest(format!(
+            "{what} '{path}' is not a valid path: use '/'-separated names of letters, digits, '.', '_' and '-' (at most 512 characters)"
+        )));
+    }
+    Ok(body.to_string())
+}
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: String,
+    /// `queued`, `running`, `paused`, `succeeded`, `failed` or `cancelled`.
+    pub state: String,
+    pub app: Option<String>,
+    pub model: Option<String>,
+    pub min_accuracy: Option<f64>,
+    /// The variant the job runs on (chosen for throughput per cost).
+    pub variant: Option<String>,
+    pub items_done: i64,
+    pub items_total: i64,
+    /// `items_done / items_total`.
+    pub progress: f64,
+    /// Items per second since the job started.
+    pub items_per_s: Option<f64>,
+    /// Seconds left at that rate.
+    pub eta_s: Option<f64>,
+    /// Why the job is paused (online load).
+    pub paused_reason: Option<String>,
+    pub error: Option<String>,
+    /// The input prefix in the tenant's file area.
+    pub input_path: String,
+    /// Where the outputs go in the tenant's file area (`part-NNNNNN.jsonl`, one per chunk).
+    pub output_path: String,
+    pub webhook_url: Option<String>,
+    pub created_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+}
+
+impl From<&Job> for JobView {
+    fn from(j: &Job) -> JobView {
+        let now = infaas_core::time::now_ms();
+        let progress = if j.items_total > 0 {
+            j.items_done as f64 / j.items_total as f64
+        } else {
+            0.0
+        };
+        let rate = j.started_at.and_then(|s| {
+            let end = j.finished_at.unwrap_or(now);
+            let secs = (end - s) as f64 / 1e3;
+            (secs > 0.0 && j.items_done > 0).then(|| j.items_done as f64 / secs)
+        });
+        let eta_s = match (rate, state::is_final(&j.state)) {
+            (_, true) => Some(0.0),
+            (Some(r), false) => Some((j.items_total - j.items_done) as f64 / r),
+            (None, false) => None,
+        };
+        JobView {
+            id: j.id.clone(),
+            state: j.state.clone(),
+            app: j.app.clone(),
+            model: j.model.clone(),
+            min_accuracy: j.min_accuracy,
+            variant: j.variant_name.clone(),
+            items_done: j.items_done,
+            items_total: j.items_total,
+            progress,
+            items_per_s: rate,
+            eta_s,
+            paused_reason: j.paused_reason.clone(),
+            error: j.error.clone(),
+            input_path: j.input_path.clone(),
+            output_path: j.output_path.clone(),
+            webhook_url: j.webhook_url.clone(),
+            created_at_ms: j.created_at,
+            started_at_ms: j.started_at,
+            finished_at_ms: j.finished_at,
+        }
+    }
+}
+
+/// A submission, after the wire format.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    pub app: Option<String>,
+    pub model: Option<String>,
+    pub min_accuracy: Option<f64>,
+    /// Prefix (or one object) in the tenant's file area.
+    pub input_path: String,
+    pub output_path: Option<String>,
+    pub webhook_url: Option<String>,
+}
+
+/// The input schemas a job's target serves: one per distinct schema of its models.
+pub(crate) fn target_schemas(
+    state: &AppState,
+    tenant: &str,
+    app: Option<&str>,
+    model: Option<&str>,
+) -> Vec<(String, Vec<InputSpec>)> {
+    let catalog = state.cluster.catalog();
+    match (app, model) {
+        (Some(app), _) => catalog
+            .app(tenant, app)
+            .map(|a| {
+                a.schemas
+                    .iter()
+                    .map(|s| (s.key.clone(), s.inputs.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        (None, Some(model)) => catalog
+            .model(tenant, model)
+            .map(|s| vec![(s.schema_key.clone(), s.inputs.clone())])
+            .unwrap_or_default(),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// Checks a submission (target, accuracy, inputs: every object is read and must fit the
+/// model) and stores the job with its chunks.
+pub async fn submit(state: &AppState, tenant: &str, s: Submission) -> Result<Job, ApiError> {
+    state.runtime_ready()?;
+    let (app, model) = match (s.app.as_deref(), s.model.as_deref()) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "give either 'app' (model-less) or 'model', not both".into(),
+            ))
+        }
+        (None, None) => {
+            return Err(ApiError::BadRequest(
+                "give 'app' (with an optional 'min_accuracy') or 'model'".into(),
+            ))
+        }
+        other => other,
+    };
+    if let Some(a) = s.min_accuracy {
+        if !(0.0..=1.0).contains(&a) {
+            return Err(ApiError::BadRequest(format!(
+                "min_accuracy must be a fraction in [0, 1], not {a}"
+            )));
+        }
+    }
+    if model.is_some() && s.min_accuracy.is_some() {
+        return Err(ApiError::BadRequest(
+            "'min_accuracy' applies to application jobs; a model job runs that model".into(),
+        ));
+    }
+    if let Some(url) = &s.webhook_url {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| ApiError::BadRequest(format!("webhook_url '{url}' is not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ApiError::BadRequest(format!(
+                "webhook_url '{url}' must be http or https"
+            )));
+        }
+    }
+    let input_path = check_path("input_path", &s.input_path, true)?;
+    let output_path = match &s.output_path {
+        Some(p) => check_path("output_path", p, true)?,
+        None => format!("job-outputs/{}", uuid::Uuid::new_v4()),
+    };
+
+    // The target: it must exist and serve variants.
+    let mut schemas = target_schemas(state, tenant, app, model);
+    if schemas.is_empty() {
+        if let Err(e) = state.cluster.refresh_catalog().await {
+            tracing::warn!(error = %e, "cannot refresh the serving catalog");
+        }
+        schemas = target_schemas(state, tenant, app, model);
+    }
+    if schemas.is_empty() {
+        return Err(match (app, model) {
+            (Some(app), _) => {
+                let apps = state.db.list_apps(tenant).await?;
+                if apps.iter().any(|(a, _)| a.name == app) {
+                    ApiError::Unavailable(format!(
+                        "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
+                    ))
+                } else {
+                    ApiError::NotFound(format!("application '{app}' not found"))
+                }
+            }
+            (None, Some(model)) => {
+                let m = state.db.get_model(tenant, model).await?;
+                ApiError::Unavailable(format!(
+                    "model '{model}' is not ready (status {})",
+                    m.status.as_str()
+                ))
+            }
+            (None, None) => ApiError::BadRequest("no target".into()),
+        });
+    }
+    if let (Some(app), Some(min)) = (app, s.min_accuracy) {
+        let snapshot = state.cluster.snapshot();
+        let best = schemas
+            .iter()
+            .flat_map(|(key, _)| {
+                snapshot
+                    .app_variants(tenant, &crate::cluster::schema::app_key(app, key))
+                    .iter()
+                    .map(|&v| snapshot.variants()[v].accuracy)
+            })
+            .fold(0.0f64, f64::max);
+        if best < min {
+            return Err(ApiError::Unsatisfiable {
+                message: format!(
+                    "no variant of application '{app}' reaches accuracy {min}; the best has {best:.4}"
+                ),
+                suggestion: Some(serde_json::json!({ "accuracy": best })),
+            });
+        }
+    }
+
+    // The inputs: every object under the prefix (or the one object).
+    let prefix = file_key(tenant, &input_path);
+    let mut objects: Vec<(String, u64)> = match state.objects.head(&prefix).await? {
+        Some(size) => vec![(prefix.clone(), size)],
+        None => state
+            .objects
+            .list(&format!("{prefix}/"))
+            .await?
+            .into_iter()
+            .map(|o| (o.key, o.size))
+            .collect(),
+    };
+    objects.sort();
+    if objects.is_empty() {
+        return Err(ApiError::BadRequest(format!(
+            "input_path '{input_path}' holds no objects; upload inputs with PUT /v1/files/{input_path}/NAME.npz or as multipart field 'input'"
+        )));
+    }
+    let unreadable: Vec<&str> = objects
+        .iter()
+        .filter(|(k, _)| Format::of(k).is_none())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if let Some(first) = unreadable.first() {
+        return Err(ApiError::BadRequest(format!(
+            "input object '{}' is neither .npz nor .jsonl/.ndjson",
+            first.rsplit('/').next().unwrap_or(first)
+        )));
+    }
+    if objects.len() > MAX_INPUT_OBJECTS {
+        return Err(ApiError::BadRequest(format!(
+            "input_path '{input_path}' holds {} objects; a job reads at most {MAX_INPUT_OBJECTS}",
+            objects.len()
+        )));
+    }
+    let chunk_rows = state.config.job_chunk_rows as i64;
+    let mut chunks = Vec::new();
+    for (key, _) in &objects {
+        let format = Format::of(key).unwrap_or(Format::Npz);
+        let bytes = state.objects.get_bytes(key).await?;
+        let short = key.strip_prefix(&file_key(tenant, "")).unwrap_or(key);
+        let rows = parse_any(format, short, &bytes, &schemas)
+            .map_err(ApiError::BadRequest)?
+            .1
+            .rows as i64;
+        let mut start = 0;
+        while start < rows {
+            let n = chunk_rows.min(rows - start);
+            chunks.push(NewChunk {
+                input_key: key.clone(),
+                format: format.as_str().into(),
+                row_start: start,
+                items: n,
+            });
+            start += n;
+        }
+    }
+    let job = state
+        .db
+        .create_job(
+            tenant,
+            &NewJob {
+                app: app.map(str::to_string),
+                model: model.map(str::to_string),
+                min_accuracy: s.min_accuracy,
+                input_path,
+                output_path,
+                webhook_url: s.webhook_url,
+            },
+            &chunks,
+        )
+        .await?;
+    tracing::info!(job = %job.id, items = job.items_total, chunks = chunks.len(), "offline job queued");
+    Ok(job)
+}
+
+/// Parses an object with the first schema it fits; the error of the first schema otherwise.
+pub(crate) fn parse_any(
+    format: Format,
+    name: &str,
+    bytes: &[u8],
+    schemas: &[(String, Vec<InputSpec>)],
+) -> Result<(String, input::Items), String> {
+    let mut first_error = None;
+    for (key, specs) in schemas {
+        match input::parse(format, name, bytes, specs) {
+            Ok(items) => return Ok((key.clone(), items)),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| "the target has no input schema".into()))
+}
+
+/// Stores bytes in the tenant's file area, accounted to the tenant's stored bytes.
+pub async fn put_file(
+    state: &AppState,
+    tenant: &str,
+    path: &str,
+    bytes: bytes::Bytes,
+) -> Result<u64, ApiError> {
+    let key = file_key(tenant, path);
+    let size = state.objects.put_bytes(&key, bytes).await?;
+    state
+        .db
+        .record_object(&ObjectRecord {
+            key,
+            tenant_id: tenant.to_string(),
+            size_bytes: size as i64,
+            owner_kind: "file".into(),
+            owner_id: path.to_string(),
+        })
+        .await?;
+    Ok(size)
+}

@@ -1,0 +1,257 @@
+//! Offline (batch) jobs: which variant a job runs on and where, and whether online traffic
+//! leaves room for it (INFaaS `offline_query`: jobs use spare capacity only).
+
+use crate::select::Target;
+use crate::snapshot::{variant_cost_per_query, Prices, Snapshot};
+use crate::state::InstanceState;
+
+/// The variant for a job: among the target's variants that meet `min_accuracy` and that a
+/// worker holds or can load, the one with the lowest cost per row at its largest batch
+/// (throughput per cost), then the highest saturation throughput, then the most accurate.
+pub fn job_variant(
+    s: &Snapshot,
+    tenant: &str,
+    target: Target<'_>,
+    min_accuracy: Option<f64>,
+    prices: &Prices,
+) -> Option<usize> {
+    let list = match target {
+        Target::App(app) => s.app_variants(tenant, app),
+        Target::Model(model) => s.model_variants(tenant, model),
+    };
+    let variants = s.variants();
+    let mut best: Option<(usize, f64, f64)> = None;
+    for &vi in list {
+        let v = &variants[vi];
+        if min_accuracy.is_some_and(|min| v.accuracy < min) {
+            break; // sorted by accuracy, descending
+        }
+        if job_placement(s, vi).is_none() {
+            continue;
+        }
+        let per_row = variant_cost_per_query(v, prices, v.max_batch);
+        let peak = v.peak_qps();
+        let better = best.is_none_or(|(_, c, p)| {
+            per_row.total_cmp(&c).is_lt() || (per_row == c && peak > p * 1.000_001)
+        });
+        if better {
+            best = Some((vi, per_row, peak));
+        }
+    }
+    best.map(|(vi, _, _)| vi)
+}
+
+/// Where a job's batches go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobPlacement {
+    /// A loaded instance on a live worker.
+    Instance(usize),
+    /// No instance: load the variant on this worker.
+    Load(usize),
+}
+
+/// A loaded, non-overloaded instance of variant `vi` (the least queued), else the
+/// least-utilised live worker that can host it.
+pub fn job_placement(s: &Snapshot, vi: usize) -> Option<JobPlacement> {
+    let instances = s.instances();
+    let loaded = s
+        .variant_instances(vi)
+        .iter()
+        .copied()
+        .filter(|&i| {
+            !matches!(
+                instances[i].state,
+                InstanceState::Inactive | InstanceState::Overloaded
+            )
+        })
+        .min_by_key(|&i| s.queued(i));
+    if let Some(i) = loaded {
+        return Some(JobPlacement::Instance(i));
+    }
+    let v = s.variants().get(vi)?;
+    let workers = s.workers();
+    s.workers_with(v.hardware)
+        .iter()
+        .copied()
+        .filter(|&w| workers[w].can_host(v))
+        .min_by(|&a, &b| workers[a].utilisation.total_cmp(&workers[b].utilisation))
+        .map(JobPlacement::Load)
+}
+
+/// Online traffic over the last window, as the controller measured it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OnlineLoad {
+    /// Seconds of online query latency per second, over all queries.
+    pub busy_s_per_s: f64,
+    /// Online queries per second.
+    pub qps: f64,
+    /// Fraction of online queries with an SLO that missed it.
+    pub slo_miss_rate: f64,
+}
+
+/// When jobs may run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SpareCapacity {
+    /// Jobs run only while online work keeps the cores below this fraction (0.4).
+    pub max_online_utilisation: f64,
+    /// Jobs pause when more online queries than this miss their SLO (0.01).
+    pub max_slo_miss_rate: f64,
+    /// A paused job resumes below `resume_factor` x the limits (hysteresis, 0.75).
+    pub resume_factor: f64,
+}
+
+impl Default for SpareCapacity {
+    fn default() -> Self {
+        SpareCapacity {
+            max_online_utilisation: 0.4,
+            max_slo_miss_rate: 0.01,
+            resume_factor: 0.75,
+        }
+    }
+}
+
+/// `Ok(())` when jobs may run now; otherwise why not. `paused` says whether jobs are paused
+/// (they then need to fall below the resume thresholds).
+pub fn spare_capacity(
+    s: &Snapshot,
+    online: &OnlineLoad,
+    cfg: &SpareCapacity,
+    paused: bool,
+) -> Result<(), String> {
+    let factor = if paused { cfg.resume_factor } else { 1.0 };
+    let cores: usize = s
+        .workers()
+        .iter()
+        .filter(|w| w.alive)
+        .map(|w| w.cores)
+        .sum();
+    let utilisation = online.busy_s_per_s / cores.max(1) as f64;
+    if utilisation > cfg.max_online_utilisation * factor {
+        return Err(format!(
+            "online load uses {:.0}% of the cores (limit {:.0}%)",
+            utilisation * 100.0,
+            cfg.max_online_utilisation * factor * 100.0
+        ));
+    }
+    if online.slo_miss_rate > cfg.max_slo_miss_rate * factor {
+        return Err(format!(
+            "{:.1}% of online queries miss their SLO",
+            online.slo_miss_rate * 100.0
+        ));
+    }
+    // Instances that serve traffic now; an idle one's state speaks of the past.
+    let instances = s.instances();
+    if let Some(i) = instances.iter().find(|i| {
+        i.qps > 0.0
+            && matches!(
+                i.state,
+                InstanceState::Overloaded | InstanceState::Interfered
+            )
+    }) {
+        return Err(format!(
+            "instance {} is {}",
+            i.id,
+            i.state.as_str().to_lowercase()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use infaas_core::HardwareKind::Cpu;
+
+    use super::*;
+    use crate::snapshot::tests::{instance, variant, worker};
+    use crate::snapshot::VariantEntry;
+
+    const PRICES: Prices = Prices {
+        cpu_core_per_s: 1.0,
+        memory_gb_per_s: 0.0,
+        gpu_per_s: 0.0,
+    };
+
+    fn batching(id: &str, accuracy: f64, p99_b1: f64, max_batch: usize) -> VariantEntry {
+        let mut v = variant(id, "m", accuracy, p99_b1);
+        v.max_batch = max_batch;
+        v
+    }
+
+    #[test]
+    fn jobs_take_the_cheapest_rows_that_meet_the_accuracy() {
+        let mut b = Snapshot::builder();
+        let accurate = b
+            .add_variant("acme", batching("accurate", 0.98, 8.0, 1))
+            .unwrap();
+        let batched = b
+            .add_variant("acme", batching("batched", 0.93, 2.0, 32))
+            .unwrap();
+        let _weak = b
+            .add_variant("acme", batching("weak", 0.80, 0.5, 64))
+            .unwrap();
+        b.add_worker(worker("w", &[Cpu], 0.1)).unwrap();
+        let s = b.build();
+        let app = Target::App("app");
+        // A batch of 32 shares its run: the batching variant is cheaper per row.
+        assert_eq!(
+            job_variant(&s, "acme", app, Some(0.9), &PRICES),
+            Some(batched)
+        );
+        assert_eq!(
+            job_variant(&s, "acme", app, Some(0.95), &PRICES),
+            Some(accurate)
+        );
+        assert_eq!(job_variant(&s, "acme", app, Some(0.99), &PRICES), None);
+        assert_eq!(job_variant(&s, "other", app, None, &PRICES), None);
+    }
+
+    #[test]
+    fn placement_prefers_a_loaded_instance_then_the_idlest_worker() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+        let busy = b.add_worker(worker("busy", &[Cpu], 0.9)).unwrap();
+        let idle = b.add_worker(worker("idle", &[Cpu], 0.1)).unwrap();
+        let mut s = b.build();
+        assert_eq!(job_placement(&s, v), Some(JobPlacement::Load(idle)));
+        let i = s.add_instance(instance("i", v, busy)).unwrap();
+        assert_eq!(job_placement(&s, v), Some(JobPlacement::Instance(i)));
+        s.set_instance_state(i, InstanceState::Overloaded).unwrap();
+        assert_eq!(job_placement(&s, v), Some(JobPlacement::Load(idle)));
+        for w in [busy, idle] {
+            s.set_worker_usage(w, 64, 0, 1.0).unwrap();
+        }
+        assert_eq!(job_placement(&s, v), None);
+    }
+
+    #[test]
+    fn online_pressure_pauses_jobs_with_hysteresis() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w = b.add_worker(worker("w", &[Cpu], 0.1)).unwrap();
+        let mut s = b.build();
+        let cores = s.workers()[w].cores as f64;
+        let cfg = SpareCapacity::default();
+        let load = |busy_fraction: f64, miss: f64| OnlineLoad {
+            busy_s_per_s: busy_fraction * cores,
+            qps: 100.0,
+            slo_miss_rate: miss,
+        };
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false).is_ok());
+        let why = spare_capacity(&s, &load(0.5, 0.0), &cfg, false).unwrap_err();
+        assert!(why.contains("50%"), "{why}");
+        // Between the resume and the pause thresholds: running jobs go on, paused ones wait.
+        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, false).is_ok());
+        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, true).is_err());
+        assert!(spare_capacity(&s, &load(0.1, 0.05), &cfg, false)
+            .unwrap_err()
+            .contains("SLO"));
+        let i = s.add_instance(instance("i", v, w)).unwrap();
+        s.set_instance_state(i, InstanceState::Interfered).unwrap();
+        // Idle: its state is history.
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false).is_ok());
+        s.set_instance_load(i, 0, 50.0).unwrap();
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false)
+            .unwrap_err()
+            .contains("interfered"));
+    }
+}
