@@ -19,7 +19,8 @@ pub struct TensorJson {
     pub shape: Vec<i64>,
     /// `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`.
     pub datatype: String,
-    #[schema(value_type = Object)]
+    /// The elements, flat (row-major) or nested by the shape.
+    #[schema(value_type = Vec<serde_json::Value>)]
     pub data: serde_json::Value,
 }
 
