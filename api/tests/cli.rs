@@ -126,7 +126,10 @@ async fn register(cli: &Cli) {
             &zoo("digits-val.npz"),
         ])
         .await;
-    assert!(stdout.contains(MODEL) && stdout.contains("VARIANT"), "{stdout}");
+    assert!(
+        stdout.contains(MODEL) && stdout.contains("VARIANT"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +143,11 @@ async fn models_infer_and_jobs_from_the_cli() {
     register(&cli).await;
     let list = cli.json(&["models", "list"]).await;
     let m = &list["models"][0];
-    assert_eq!((m["name"].as_str(), m["status"].as_str()), (Some(MODEL), Some("ready")), "{list}");
+    assert_eq!(
+        (m["name"].as_str(), m["status"].as_str()),
+        (Some(MODEL), Some("ready")),
+        "{list}"
+    );
     let shown = cli.json(&["models", "show", MODEL]).await;
     assert!(!shown["variants"].as_array().unwrap().is_empty(), "{shown}");
     let table = cli.ok(&["apps", "list"]).await;
@@ -149,7 +156,17 @@ async fn models_infer_and_jobs_from_the_cli() {
     // A query: four rows of the validation set, answered with labels and the variant.
     let npz = format!("input=@{}", zoo("digits-val.npz"));
     let answer = cli
-        .json(&["infer", "--app", APP, "--latency-ms", "1000", "--input", &npz, "--rows", "4"])
+        .json(&[
+            "infer",
+            "--app",
+            APP,
+            "--latency-ms",
+            "1000",
+            "--input",
+            &npz,
+            "--rows",
+            "4",
+        ])
         .await;
     assert_eq!(answer["app"], APP, "{answer}");
     assert!(
@@ -180,7 +197,17 @@ async fn models_infer_and_jobs_from_the_cli() {
         .await;
     assert!(err.contains("NAME=@FILE"), "{err}");
     let (_, err) = cli
-        .fails(&["infer", "--app", APP, "--latency-ms", "1000", "--input", &npz, "--min-accuracy", "1.5"])
+        .fails(&[
+            "infer",
+            "--app",
+            APP,
+            "--latency-ms",
+            "1000",
+            "--input",
+            &npz,
+            "--min-accuracy",
+            "1.5",
+        ])
         .await;
     assert!(err.contains("server answered"), "{err}");
 
@@ -208,7 +235,10 @@ async fn models_infer_and_jobs_from_the_cli() {
     let status = cli.json(&["jobs", "status", &id]).await;
     assert_eq!(status["state"], "succeeded", "{status}");
     let table = cli.ok(&["jobs", "list"]).await;
-    assert!(table.contains(&id) && table.contains("succeeded"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("succeeded"),
+        "{table}"
+    );
     let listed = cli.json(&["jobs", "list"]).await;
     assert_eq!(listed["jobs"][0]["id"], id.as_str(), "{listed}");
     let results = b.dir.path().join("results.jsonl");
@@ -227,12 +257,22 @@ async fn models_infer_and_jobs_from_the_cli() {
     // A job over a path of the file area, without --wait, then cancelled: waiting on it
     // exits non-zero.
     let (_, err) = cli
-        .fails(&["jobs", "submit", "--model", MODEL, "--input-path", "nothing/here"])
+        .fails(&[
+            "jobs",
+            "submit",
+            "--model",
+            MODEL,
+            "--input-path",
+            "nothing/here",
+        ])
         .await;
     assert!(err.contains("holds no objects"), "{err}");
     // Neither target nor inputs: refused before anything is sent.
     let (_, err) = cli.fails(&["jobs", "submit", "--input-path", "x"]).await;
-    assert!(err.contains("--app") || err.contains("<--app|--model>"), "{err}");
+    assert!(
+        err.contains("--app") || err.contains("<--app|--model>"),
+        "{err}"
+    );
     p.stop().await;
 }
 
@@ -265,29 +305,31 @@ async fn jobs_that_fail_or_are_cancelled_exit_non_zero() {
     let cli = cli_for(&p, &b, "acme").await;
     register(&cli).await;
 
-    let submit = |cli: &'_ Cli| {
-        let file = zoo("digits-val.npz");
-        async move {
-            cli.json(&["jobs", "submit", "--model", MODEL, "--file", &file])
-                .await
-        }
-    };
-    let doomed = submit(&cli).await;
+    let file = zoo("digits-val.npz");
+    let submit = ["jobs", "submit", "--model", MODEL, "--file", &file];
+    let doomed = cli.json(&submit).await;
     let doomed = doomed["id"].as_str().unwrap().to_string();
     let paused = wait_state(&cli, &doomed, "paused").await;
     assert!(paused["paused_reason"].is_string(), "{paused}");
     let shown = cli.ok(&["jobs", "status", &doomed]).await;
     assert!(shown.contains("paused"), "{shown}");
-    assert!(
-        p.db()
-            .set_job_state(&doomed, "failed", None, Some("input object 'x.npz' is gone"))
-            .await
-            .unwrap()
-    );
+    assert!(p
+        .db()
+        .set_job_state(
+            &doomed,
+            "failed",
+            None,
+            Some("input object 'x.npz' is gone")
+        )
+        .await
+        .unwrap());
     let out = cli.run(&["jobs", "wait", &doomed]).await;
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
-    assert!(stderr.contains("failed: input object 'x.npz' is gone"), "{stderr}");
+    assert!(
+        stderr.contains("failed: input object 'x.npz' is gone"),
+        "{stderr}"
+    );
     // --json still prints the job, for scripts.
     let out = cli.run(&["--json", "jobs", "wait", &doomed]).await;
     let (stdout, _) = texts(&out);
@@ -295,7 +337,7 @@ async fn jobs_that_fail_or_are_cancelled_exit_non_zero() {
     let j: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(j["state"], "failed", "{j}");
 
-    let other = submit(&cli).await;
+    let other = cli.json(&submit).await;
     let other = other["id"].as_str().unwrap().to_string();
     let cancelled = cli.json(&["jobs", "cancel", &other]).await;
     assert_eq!(cancelled["state"], "cancelled", "{cancelled}");

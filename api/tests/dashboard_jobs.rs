@@ -155,8 +155,14 @@ async fn jobs_are_submitted_from_the_dashboard_with_progress() {
     // The page offers the form with the tenant's applications and models.
     let (_, html) = browser.get("/ui/jobs").await;
     assert!(html.contains(r#"id="job-form""#), "{html}");
-    assert!(html.contains(&format!(r#"<option value="{APP}">"#)), "{html}");
-    assert!(html.contains(&format!(r#"<option value="{MODEL}">"#)), "{html}");
+    assert!(
+        html.contains(&format!(r#"<option value="{APP}">"#)),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!(r#"<option value="{MODEL}">"#)),
+        "{html}"
+    );
 
     // Without this session's token first, nothing is read and no job is made.
     for f in [
@@ -179,7 +185,9 @@ async fn jobs_are_submitted_from_the_dashboard_with_progress() {
         html.contains(r#"id="job-error">give either 'app' (model-less) or 'model', not both"#),
         "{html}"
     );
-    assert!(html.contains(&format!(r#"id="job-app" name="app" list="job-apps" value="{APP}""#)));
+    assert!(html.contains(&format!(
+        r#"id="job-app" name="app" list="job-apps" value="{APP}""#
+    )));
     let resp = browser
         .post(job_form(Some(&browser.csrf), "no-such-app", "", ""))
         .await;
@@ -216,7 +224,10 @@ async fn jobs_are_submitted_from_the_dashboard_with_progress() {
             .unwrap()
             .to_string();
         if row.contains("succeeded") {
-            assert!(!html.contains("data-live="), "a finished list still refreshes");
+            assert!(
+                !html.contains("data-live="),
+                "a finished list still refreshes"
+            );
             break row;
         }
         // While it runs, the list refreshes itself.

@@ -53,7 +53,7 @@ pub enum InputError {
         name: String,
         path: String,
         #[source]
-        source: infaas_executors::npz::NpzError,
+        source: Box<infaas_executors::npz::NpzError>,
     },
     #[error("--input {name}: {path} has no array '{name}', 'x.{name}' or 'x' (it has {found})")]
     NoArray {
@@ -92,12 +92,11 @@ pub fn parse_input(arg: &str, rows: Option<usize>) -> Result<TensorJson, InputEr
         source,
     })?;
     if file.to_ascii_lowercase().ends_with(".npz") {
-        let arrays =
-            infaas_executors::npz::read_npz(&bytes).map_err(|e| InputError::Npz {
-                name: name.clone(),
-                path: file.to_string(),
-                source: e,
-            })?;
+        let arrays = infaas_executors::npz::read_npz(&bytes).map_err(|e| InputError::Npz {
+            name: name.clone(),
+            path: file.to_string(),
+            source: Box::new(e),
+        })?;
         let wanted = [name.clone(), format!("x.{name}"), "x".to_string()];
         let Some(t) = wanted
             .iter()
@@ -156,7 +155,11 @@ fn nested_shape(v: &Value) -> Option<Vec<i64>> {
         Value::Number(_) => Some(Vec::new()),
         Value::Array(items) => {
             let first = nested_shape(items.first()?)?;
-            if items.iter().skip(1).any(|i| nested_shape(i).as_ref() != Some(&first)) {
+            if items
+                .iter()
+                .skip(1)
+                .any(|i| nested_shape(i).as_ref() != Some(&first))
+            {
                 return None;
             }
             let mut shape = vec![items.len() as i64];
@@ -235,8 +238,11 @@ mod tests {
         let t = parse_input("input=[[1, 2, 3], [4, 5, 6]]", None).expect("a tensor");
         assert_eq!((t.name.as_str(), t.shape.clone()), ("input", vec![2, 3]));
         assert_eq!(t.datatype, "FP32");
-        let t = parse_input(r#"ids={"shape": [1], "datatype": "INT64", "data": [7]}"#, None)
-            .expect("a tensor");
+        let t = parse_input(
+            r#"ids={"shape": [1], "datatype": "INT64", "data": [7]}"#,
+            None,
+        )
+        .expect("a tensor");
         assert_eq!((t.name.as_str(), t.datatype.as_str()), ("ids", "INT64"));
     }
 

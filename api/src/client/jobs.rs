@@ -188,10 +188,8 @@ async fn submit(client: &Client, a: &SubmitArgs) -> anyhow::Result<Value> {
 /// Polls the job with a progress bar (on stderr) until it ends; the last answer.
 async fn wait(client: &Client, id: &str) -> anyhow::Result<Value> {
     let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template(
-            "{spinner} {prefix:<9} [{bar:40}] {pos}/{len} items {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{spinner} {prefix:<9} [{bar:40}] {pos}/{len} items {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let path = format!("/v1/jobs/{id}");
     let last = loop {

@@ -13,7 +13,7 @@ use crate::serving::{serve, Goal, Outcome, Requirements};
 use crate::state::AppState;
 
 /// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TensorJson {
     pub name: String,
     pub shape: Vec<i64>,

@@ -177,9 +177,7 @@ async fn drain(multipart: &mut Multipart) {
     }
 }
 
-fn multipart_form(
-    multipart: Result<Multipart, MultipartRejection>,
-) -> Result<Multipart, ApiError> {
+fn multipart_form(multipart: Result<Multipart, MultipartRejection>) -> Result<Multipart, ApiError> {
     multipart.map_err(|r| ApiError::Status {
         status: r.status(),
         message: format!(

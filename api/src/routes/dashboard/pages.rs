@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use infaas_core::time::now_ms;
 use infaas_core::{Model, Variant};
 use infaas_web::dashboard::{
-    percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage, LatencyCell,
-    ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm, TryResult, VariantRow,
-    WorkerRow, WorkersPage,
+    percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage,
+    LatencyCell, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm, TryResult,
+    VariantRow, WorkerRow, WorkersPage,
 };
 use infaas_web::format;
 
