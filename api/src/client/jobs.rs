@@ -308,11 +308,19 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
                 None => Box::new(std::io::stdout().lock()),
             };
             let mut lines = 0usize;
+            let mut written = Ok(());
             while let Some(chunk) = resp.chunk().await.context("reading the job's results")? {
                 lines += chunk.iter().filter(|&&b| b == b'\n').count();
-                out.write_all(&chunk).context("writing the results")?;
+                written = out.write_all(&chunk);
+                if written.is_err() {
+                    break;
+                }
             }
-            out.flush().context("writing the results")?;
+            match written.and_then(|()| out.flush()) {
+                // A reader that stopped early (`| head`) is not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                other => other.context("writing the results")?,
+            }
             drop(out);
             if let Some(path) = &output {
                 eprintln!("wrote {lines} result lines to {}", path.display());
