@@ -1,7 +1,7 @@
 //! The dashboard's job form over plain HTTP (no browser), against a real zoo model: the
 //! anti-forgery token comes first or nothing is read, a refused submission shows its reason
 //! on the form with the fields kept, and an accepted one redirects to the jobs page, which
-//! follows its progress (live refresh) until it has succeeded.
+//! follows its progress (live refresh) until it has succeeded. On both backend pairs.
 //!
 //! `cargo nextest run -p infaas-api --test dashboard_jobs`. Needs ONNX Runtime.
 #![allow(clippy::unwrap_used)]
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use infaas_api::auth::generate_key;
 use infaas_core::Role;
-use registry_common::backends::Backends;
+use registry_common::backends::{on_both_pairs, Backends};
 use registry_common::{fast_config, open_quotas, ort_library, zoo_bytes, Platform, Registration};
 use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
 use reqwest::multipart::{Form, Part};
@@ -121,11 +121,11 @@ fn unescape(html: &str) -> String {
     html.replace("&#39;", "'").replace("&#x27;", "'")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn jobs_are_submitted_from_the_dashboard_with_progress() {
+on_both_pairs!(jobs_are_submitted_from_the_dashboard_with_progress);
+
+async fn jobs_are_submitted_from_the_dashboard_with_progress(b: &Backends) {
     let Some(ort) = ort_library() else { return };
-    let b = Backends::embedded();
-    let p = Platform::start(fast_config(&b, &ort)).await;
+    let p = Platform::start(fast_config(b, &ort)).await;
     let tenant = p.db().create_tenant("acme", open_quotas()).await.unwrap();
     let key = generate_key();
     p.db()
