@@ -58,8 +58,9 @@ if [[ ! -x "$GARAGE_BIN" ]]; then
   garage_install_pid=$!
 fi
 # postgresql: test database; coinor-libcbc-dev: CBC MILP solver;
-# chromium + chromium-driver: browser tests.
-apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver
+# chromium + chromium-driver: browser tests; python3-venv: the SDK generator's venv
+# (scripts/gen-clients.sh).
+apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver python3-venv
 # httpx and attrs: what the generated Python SDK client (openapi/clients/python) needs.
 PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]"
   "httpx>=0.23.1,<0.29" "attrs>=22.2.0")
