@@ -538,6 +538,7 @@ async fn controller_restart_resumes_a_running_job() {
 async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
     let Some(ort) = ort_library() else { return };
     let (p, t) = ready_platform(fast_config(b, &ort)).await;
+    let before = p.stored(&t).await;
     let (good, _) = repeated_npz(1);
     let wrong_width =
         npz(&[Tensor::new("x", vec![2, 10], TensorData::Fp32(vec![0.0; 20])).unwrap()]);
@@ -680,6 +681,16 @@ async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
         list.body["jobs"],
         json!([]),
         "a rejected submission left a job"
+    );
+    // Nor a file: refused uploads are removed, objects and their records.
+    let after = p.stored(&t).await;
+    assert_eq!(
+        after.object_keys, before.object_keys,
+        "a rejected submission left objects"
+    );
+    assert_eq!(
+        after.stored_bytes, before.stored_bytes,
+        "a rejected submission left stored bytes"
     );
     // The server still serves.
     let ok = submit_files(&p, &t, &[("a.npz", good)], &[("app", APP)]).await;

@@ -142,6 +142,43 @@ pub struct Submission {
     pub webhook_url: Option<String>,
 }
 
+/// Submits a job over files uploaded with it (under `submission.input_path`); when the job is
+/// refused, the uploaded files are removed again.
+pub async fn submit_uploaded(
+    state: &AppState,
+    tenant: &str,
+    submission: Submission,
+) -> Result<Job, ApiError> {
+    let dir = submission.input_path.clone();
+    let submitted = submit(state, tenant, submission).await;
+    if submitted.is_err() {
+        discard_files(state, tenant, &dir).await;
+    }
+    submitted
+}
+
+/// Deletes the files under `dir` in the tenant's file area, objects and records (best effort:
+/// failures are logged, the caller's own error is what the client needs to see).
+pub async fn discard_files(state: &AppState, tenant: &str, dir: &str) {
+    let prefix = file_key(tenant, &format!("{}/", dir.trim_end_matches('/')));
+    let listed = match state.objects.list(&prefix).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            tracing::warn!(prefix = %prefix, error = %e, "cannot list refused job inputs");
+            return;
+        }
+    };
+    for o in listed {
+        if let Err(e) = state.objects.delete(&o.key).await {
+            tracing::warn!(key = %o.key, error = %e, "cannot delete a refused job input");
+            continue;
+        }
+        if let Err(e) = state.db.forget_object(&o.key).await {
+            tracing::warn!(key = %o.key, error = %e, "cannot forget a refused job input");
+        }
+    }
+}
+
 /// The input schemas a job's target serves: one per distinct schema of its models.
 pub(crate) fn target_schemas(
     state: &AppState,

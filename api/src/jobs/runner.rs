@@ -31,6 +31,9 @@ const CACHED_OBJECTS: usize = 2;
 /// Pause between passes when there is nothing to do.
 const IDLE: Duration = Duration::from_millis(200);
 
+/// A parsed input object with the key of the input schema it fitted.
+type ParsedObject = Arc<(String, Items)>;
+
 /// Why a chunk stopped before its end.
 #[derive(Debug)]
 enum Stop {
@@ -49,7 +52,7 @@ pub struct JobRunner {
     /// This runner's name in chunk leases.
     id: String,
     paused: AtomicBool,
-    cache: Mutex<VecDeque<(String, Arc<(String, Items)>)>>,
+    cache: Mutex<VecDeque<(String, ParsedObject)>>,
     http: reqwest::Client,
 }
 
@@ -185,7 +188,7 @@ impl JobRunner {
     }
 
     /// The chunk's object, parsed (cached); with the input schema key it fitted.
-    async fn items(&self, job: &Job, chunk: &Chunk) -> Result<Arc<(String, Items)>, Stop> {
+    async fn items(&self, job: &Job, chunk: &Chunk) -> Result<ParsedObject, Stop> {
         if let Ok(cache) = self.cache.lock() {
             if let Some((_, items)) = cache.iter().find(|(k, _)| *k == chunk.input_key) {
                 return Ok(items.clone());
@@ -247,7 +250,7 @@ impl JobRunner {
             if let Err(why) = self.gate() {
                 return Err(Stop::Pause(why));
             }
-            if batches % 8 == 0 {
+            if batches.is_multiple_of(8) {
                 match self.state.db.get_job(tenant, &job.id).await {
                     Ok(j) if j.state == state::CANCELLED => return Err(Stop::Cancelled),
                     Ok(_) => {}

@@ -52,18 +52,33 @@ pub struct JobList {
     pub jobs: Vec<JobView>,
 }
 
+/// Reads a multipart submission, saving its input files under a fresh `job-inputs/<uuid>`
+/// folder of the file area; a refused form leaves none of them behind.
 pub(crate) async fn from_multipart(
     state: &AppState,
     tenant: &str,
+    multipart: Multipart,
+) -> ApiResult<Submission> {
+    let upload_dir = format!("job-inputs/{}", uuid::Uuid::new_v4());
+    let read = read_multipart(state, tenant, multipart, &upload_dir).await;
+    if read.is_err() {
+        jobs::discard_files(state, tenant, &upload_dir).await;
+    }
+    read
+}
+
+async fn read_multipart(
+    state: &AppState,
+    tenant: &str,
     mut multipart: Multipart,
+    upload_dir: &str,
 ) -> ApiResult<Submission> {
     let limit = state.config.max_upload_bytes;
-    let upload_dir = format!("job-inputs/{}", uuid::Uuid::new_v4());
     let mut s = Submission {
         app: None,
         model: None,
         min_accuracy: None,
-        input_path: upload_dir.clone(),
+        input_path: upload_dir.to_string(),
         output_path: None,
         webhook_url: None,
     };
@@ -160,7 +175,9 @@ pub async fn submit(
                     status: r.status(),
                     message: format!("invalid multipart body: {}", r.body_text()),
                 })?;
-        from_multipart(&state, &p.tenant_id, multipart).await?
+        let s = from_multipart(&state, &p.tenant_id, multipart).await?;
+        let job = jobs::submit_uploaded(&state, &p.tenant_id, s).await?;
+        return Ok((StatusCode::ACCEPTED, Json(JobView::from(&job))));
     } else {
         let Json(r) = Json::<JobRequest>::from_request(req, &state).await?;
         Submission {

@@ -210,7 +210,7 @@ pub async fn submit_job(
             min_accuracy: s.min_accuracy.map(|a| a.to_string()).unwrap_or_default(),
             output_path: s.output_path.clone().unwrap_or_default(),
         };
-        crate::jobs::submit(&state, tenant, s).await
+        crate::jobs::submit_uploaded(&state, tenant, s).await
     }
     .await;
     match submitted {
