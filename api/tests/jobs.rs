@@ -11,13 +11,13 @@
 mod registry_common;
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infaas_core::{Tensor, TensorData};
 use infaas_executors::stats::percentile;
 use registry_common::backends::{on_both_pairs, Backends};
+use registry_common::workers::spawn_worker;
 use registry_common::{
     fast_config, npz, open_quotas, ort_library, zoo_arrays, Answer, Platform, Registration, Tenant,
 };
@@ -372,44 +372,6 @@ async fn online_load_pauses_jobs() {
     Arc::try_unwrap(p).ok().unwrap().stop().await;
 }
 
-/// A worker process, killed and reaped when dropped (also when a test fails).
-struct WorkerProcess(std::process::Child);
-
-impl WorkerProcess {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn spawn_worker(p: &Platform, ort: &std::path::Path, objects: &str) -> WorkerProcess {
-    WorkerProcess(
-        Command::new(env!("CARGO_BIN_EXE_infaas"))
-            .args([
-                "--object-store",
-                objects,
-                "--worker-thread-budget",
-                "4",
-                "--log-level",
-                "warn",
-            ])
-            .arg("--ort-dylib-path")
-            .arg(ort)
-            .args(["worker", "--controller", &p.base])
-            .env("INFAAS_CLUSTER_TOKEN", &p.server.state.cluster_token)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    )
-}
-
 /// Live worker processes (with an address) and their instances.
 async fn remote_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
     let w = p.get(t, "/v1/workers").await;
@@ -449,7 +411,7 @@ async fn job_survives_a_killed_worker_process() {
     cfg.job_chunk_rows = 64;
     let objects = cfg.object_store.clone().unwrap();
     let (p, t) = ready_platform(cfg).await;
-    let mut first = spawn_worker(&p, &ort, &objects);
+    let mut first = spawn_worker(&p, &ort, &objects, 4);
     let first_id = wait_remote(&p, &t, 1).await[0]["id"]
         .as_str()
         .unwrap()
@@ -470,7 +432,7 @@ async fn job_survives_a_killed_worker_process() {
         done_at_kill < items as i64,
         "the job finished before the kill"
     );
-    let _second = spawn_worker(&p, &ort, &objects);
+    let _second = spawn_worker(&p, &ort, &objects, 4);
     let done = wait_job(&p, &t, &id, Duration::from_secs(120), |j| {
         assert_ne!(j["state"], "failed", "{j}");
         j["state"] == "succeeded"

@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use registry_common::backends::Backends;
+use registry_common::workers::spawn_worker;
 use registry_common::{
     fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant, ZOO,
 };
@@ -403,45 +404,6 @@ async fn tritonclient_infers_in_json_and_binary() {
     p.stop().await;
 }
 
-/// A worker process, killed and reaped when dropped (also when a test fails).
-struct WorkerProcess(std::process::Child);
-
-impl WorkerProcess {
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A worker process started with the controller's cluster token.
-fn spawn_worker(p: &Platform, ort: &std::path::Path, objects: &str) -> WorkerProcess {
-    WorkerProcess(
-        Command::new(env!("CARGO_BIN_EXE_infaas"))
-            .args([
-                "--object-store",
-                objects,
-                "--worker-thread-budget",
-                "16",
-                "--log-level",
-                "warn",
-            ])
-            .arg("--ort-dylib-path")
-            .arg(ort)
-            .args(["worker", "--controller", &p.base])
-            .env("INFAAS_CLUSTER_TOKEN", &p.server.state.cluster_token)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    )
-}
-
 async fn alive_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
     let w = p.get(t, "/v1/workers").await;
     assert_eq!(w.status, StatusCode::OK, "{}", w.text);
@@ -470,7 +432,7 @@ async fn queries_survive_a_killed_worker_process() {
         .await;
     p.wait_ready(&t, "digits-mlp-m", READY).await;
 
-    let mut worker = spawn_worker(&p, &ort, &objects);
+    let mut worker = spawn_worker(&p, &ort, &objects, 16);
     let start = Instant::now();
     while alive_workers(&p, &t).await.len() < 2 {
         assert!(
