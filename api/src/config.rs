@@ -522,6 +522,51 @@ mod tests {
     }
 
     #[test]
+    fn worker_and_kubernetes_settings_layer_like_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "kubernetes_max_workers = 3\nkubernetes_worker_deployment = \"gpu-workers\"\nsimulated_gpu_profile = \"a.csv\"\n",
+        )
+        .unwrap();
+        let t = T::try_parse_from([
+            "t",
+            "--config",
+            file.to_str().unwrap(),
+            "--kubernetes-max-workers",
+            "5",
+            "--simulated-gpu-profile",
+            "b.csv#resnet50_v1#onnxruntime_gpu_ampere",
+            "--worker-name",
+            "infaas-worker-7d9c-x2",
+        ])
+        .unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.kubernetes_max_workers, 5);
+        assert_eq!(c.kubernetes_worker_deployment, "gpu-workers");
+        assert_eq!(
+            c.simulated_gpu_profile.as_deref(),
+            Some("b.csv#resnet50_v1#onnxruntime_gpu_ampere")
+        );
+        assert_eq!(c.worker_name.as_deref(), Some("infaas-worker-7d9c-x2"));
+        #[cfg(feature = "kubernetes")]
+        {
+            let k = c.kubernetes();
+            assert_eq!((k.deployment.as_str(), k.max_workers), ("gpu-workers", 5));
+            assert_eq!(k.selector, "app.kubernetes.io/name=infaas-worker");
+        }
+        let o = Overrides {
+            kubernetes_worker_selector: Some(String::new()),
+            ..Default::default()
+        };
+        assert!(Config::load(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("kubernetes_worker_selector"));
+    }
+
+    #[test]
     fn every_override_reads_an_infaas_variable() {
         let names = env_names();
         assert!(names.contains(&"INFAAS_DATABASE_URL".to_string()));
