@@ -58,10 +58,13 @@ if [[ ! -x "$GARAGE_BIN" ]]; then
   garage_install_pid=$!
 fi
 # postgresql: test database; coinor-libcbc-dev: CBC MILP solver;
-# chromium + chromium-driver: browser tests.
-apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver
-PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]")
-py_check="import sklearn, skl2onnx, onnx, onnxruntime, tritonclient.http
+# chromium + chromium-driver: browser tests; python3-venv: the SDK generator's venv
+# (scripts/gen-clients.sh).
+apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver python3-venv
+# httpx and attrs: what the generated Python SDK client (openapi/clients/python) needs.
+PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]"
+  "httpx>=0.23.1,<0.29" "attrs>=22.2.0")
+py_check="import sklearn, skl2onnx, onnx, onnxruntime, tritonclient.http, httpx, attrs
 assert onnxruntime.__version__ == '$ORT_VERSION', onnxruntime.__version__"
 if ! python3 -c "$py_check" >/dev/null 2>&1; then
   mkdir -p "$INFAAS_LOGS"
@@ -72,6 +75,8 @@ if ! python3 -c "$py_check" >/dev/null 2>&1; then
   fi
   python3 -c "$py_check" || die "Python test packages installed but do not import"
 fi
+# Node.js for the TypeScript SDK client (its packages are installed by gen-clients.sh).
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || apt_ensure nodejs npm
 echo "Debian and Python test packages present"
 
 section "services: PostgreSQL, Garage"
@@ -107,6 +112,11 @@ step "format: cargo fmt --check" cargo fmt --all -- --check
 if [[ -z "$fast" ]]; then
   step "lint: cargo clippy" cargo clippy --workspace --all-targets "${locked[@]}" -- -D warnings
 fi
+
+# Installs the generator tools and the TypeScript client's packages (cached outside the
+# clone) that the SDK tests use, and fails when the committed clients drift from
+# openapi/openapi.json.
+step "SDK clients: scripts/gen-clients.sh --check" bash "$INFAAS_ROOT/scripts/gen-clients.sh" --check
 
 if cargo nextest --version >/dev/null 2>&1; then
   nextest_profile=()

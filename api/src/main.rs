@@ -46,6 +46,14 @@ enum Command {
         #[command(subcommand)]
         command: infaas_api::client::AppsCommand,
     },
+    /// Sends one query (model-less with --app, or to --model) and shows the outputs, the
+    /// variant chosen and why (talks to a server).
+    Infer(infaas_api::client::infer::InferArgs),
+    /// Offline jobs: submit, list, status, wait, cancel, results (talks to a server).
+    Jobs {
+        #[command(subcommand)]
+        command: infaas_api::client::JobsCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -92,6 +100,8 @@ fn main() -> std::process::ExitCode {
             }
             Command::Loadgen(args) => infaas_api::client::run_loadgen(&cli.client, args).await,
             Command::Apps { command } => infaas_api::client::run_apps(&cli.client, command).await,
+            Command::Infer(args) => infaas_api::client::run_infer(&cli.client, args).await,
+            Command::Jobs { command } => infaas_api::client::run_jobs(&cli.client, command).await,
         }
     });
     match result {

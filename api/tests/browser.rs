@@ -1,9 +1,11 @@
 //! The dashboard in a real browser: headless Chromium driven over WebDriver (chromedriver)
 //! signs in with an API key, registers a zoo model through the form, waits on the model's
 //! page until its live-refreshed status says ready, sends a query from the application's
-//! "try it" form, and finds the query in the application's figures and charts. A screenshot
-//! of the application page is saved to `$CARGO_TARGET_DIR/artifacts/dashboard.png`
-//! (`target/artifacts/` without `CARGO_TARGET_DIR`).
+//! "try it" form, finds the query in the application's figures and charts, and submits an
+//! offline job from the jobs page, whose progress the page follows until it has succeeded.
+//! Screenshots of the application page and the jobs page are saved to
+//! `$CARGO_TARGET_DIR/artifacts/dashboard.png` and `dashboard-jobs.png` (`target/artifacts/`
+//! without `CARGO_TARGET_DIR`).
 //!
 //! `cargo nextest run -p infaas-api --test browser`. Needs `/usr/bin/chromedriver` and
 //! `/usr/bin/chromium` (Debian `chromium-driver` and `chromium`, installed by
@@ -334,6 +336,38 @@ async fn register_query_and_watch_in_chromium() {
     let dir = artifacts_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("dashboard.png");
+    std::fs::write(&path, &png).unwrap();
+    println!("screenshot: {}", path.display());
+
+    // An offline job from the jobs page's form, followed there until it has succeeded.
+    c.goto(&format!("{}/ui/jobs", p.base)).await.unwrap();
+    type_into(&c, "job-app", "digits").await;
+    type_into(&c, "job-min-accuracy", "0.9").await;
+    type_into(
+        &c,
+        "job-input",
+        &zoo.join("digits-val.npz").display().to_string(),
+    )
+    .await;
+    click_then(&c, "job-submit", "jobs").await;
+    assert_eq!(c.current_url().await.unwrap().path(), "/ui/jobs");
+    let started = Instant::now();
+    let row = loop {
+        let row = text_of(&c, "#jobs tbody tr").await;
+        if row.contains("succeeded") {
+            break row;
+        }
+        assert!(!row.contains("failed"), "the job failed: {row}");
+        assert!(
+            started.elapsed() < READY,
+            "the job has not succeeded after {READY:?}: {row}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(row.contains("application digits"), "{row}");
+    assert!(row.contains("540 / 540"), "{row}");
+    let png = c.screenshot().await.unwrap();
+    let path = dir.join("dashboard-jobs.png");
     std::fs::write(&path, &png).unwrap();
     println!("screenshot: {}", path.display());
 

@@ -118,11 +118,23 @@ async fn wait_job(
     done: impl Fn(&Value) -> bool,
 ) -> Value {
     let start = Instant::now();
+    let mut shown = Instant::now();
     loop {
         let j = p.get(t, &format!("/v1/jobs/{id}")).await;
         assert_eq!(j.status, StatusCode::OK, "{}", j.text);
         if done(&j.body) {
             return j.body;
+        }
+        if shown.elapsed() > Duration::from_secs(10) {
+            shown = Instant::now();
+            eprintln!(
+                "job {id} after {:.0} s: {} {}/{} ({})",
+                start.elapsed().as_secs_f64(),
+                j.body["state"],
+                j.body["items_done"],
+                j.body["items_total"],
+                j.body["paused_reason"]
+            );
         }
         assert!(
             start.elapsed() < timeout,
@@ -482,6 +494,45 @@ async fn job_survives_a_killed_worker_process() {
         "killed the worker at {done_at_kill} of {items} items; the job finished on the second one"
     );
     p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_restart_resumes_a_running_job() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.job_chunk_rows = 128;
+    cfg.job_lease_ms = 1000;
+    let (p, t) = ready_platform(cfg).await;
+    let (bytes, items) = repeated_npz(100);
+    let a = submit_files(&p, &t, &[("digits.npz", bytes)], &[("model", MODEL)]).await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    let id = a.body["id"].as_str().unwrap().to_string();
+    let at_stop = wait_job(&p, &t, &id, Duration::from_secs(60), |j| {
+        j["items_done"].as_i64().unwrap() > 0
+    })
+    .await;
+    let config = p.config.clone();
+    p.stop().await;
+    let done_at_stop = at_stop["items_done"].as_i64().unwrap();
+    assert!(
+        done_at_stop < items as i64,
+        "the job finished before the stop"
+    );
+
+    // A new controller on the same database and object store picks the job up.
+    let q = Platform::start(config).await;
+    let done = wait_job(&q, &t, &id, Duration::from_secs(120), |j| {
+        assert_ne!(j["state"], "failed", "{j}");
+        j["state"] == "succeeded"
+    })
+    .await;
+    assert_eq!(done["items_done"], items);
+    results_exactly_once(&q, &t, &id, items).await;
+    println!(
+        "stopped the controller at {done_at_stop} of {items} items; the next one finished the job"
+    );
+    q.stop().await;
 }
 
 async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {

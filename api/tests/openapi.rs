@@ -56,3 +56,24 @@ fn openapi_document_describes_the_api() {
         "bearer"
     );
 }
+
+/// Operation ids are unique: the SDK generators (scripts/gen-clients.sh) key operations by
+/// them, and a repeated id makes one route's types stand for another's.
+#[test]
+fn operation_ids_are_unique() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&infaas_api::openapi::document()).expect("the document is JSON");
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            let id = op["operationId"].as_str().unwrap_or_default().to_string();
+            assert!(!id.is_empty(), "{method} {path} has no operationId");
+            if let Some(other) = seen.insert(id.clone(), format!("{method} {path}")) {
+                panic!(
+                    "operationId '{id}' of {method} {path} is also that of {other}: \
+                     give one an `operation_id = \"...\"` in its #[utoipa::path]"
+                );
+            }
+        }
+    }
+}

@@ -79,6 +79,11 @@ pub struct Thresholds {
     pub enter_interference: f64,
     /// Leave Interfered when `observed p99 <= exit_interference * profiled p99` (default 1.2).
     pub exit_interference: f64,
+    /// Latency above the profile by less than this many ms is never interference (default
+    /// 1.0): for variants that run in microseconds, scheduling jitter of a shared core is many
+    /// times the profile without any co-located model slowing them. Leaving Interfered uses
+    /// the same floor scaled by `exit_interference / enter_interference`.
+    pub interference_floor_ms: f64,
 }
 
 impl Default for Thresholds {
@@ -90,6 +95,7 @@ impl Default for Thresholds {
             exit_queue_batches: 1.0,
             enter_interference: 1.5,
             exit_interference: 1.2,
+            interference_floor_ms: 1.0,
         }
     }
 }
@@ -129,14 +135,22 @@ pub fn next_state(prev: InstanceState, f: &InstanceFigures, t: &Thresholds) -> I
     if overloaded {
         return InstanceState::Overloaded;
     }
-    let slow = |factor: f64| match f.p99_ms_observed {
-        Some(observed) => f.p99_ms_profiled > 0.0 && observed > factor * f.p99_ms_profiled,
+    let slow = |factor: f64, floor_ms: f64| match f.p99_ms_observed {
+        Some(observed) => {
+            let p = f.p99_ms_profiled;
+            p > 0.0 && observed > (factor * p).max(p + floor_ms)
+        }
         None => false,
     };
     let interfered = if prev == InstanceState::Interfered {
-        slow(t.exit_interference)
+        let scale = if t.enter_interference > 0.0 {
+            t.exit_interference / t.enter_interference
+        } else {
+            1.0
+        };
+        slow(t.exit_interference, t.interference_floor_ms * scale)
     } else {
-        slow(t.enter_interference)
+        slow(t.enter_interference, t.interference_floor_ms)
     };
     if interfered {
         InstanceState::Interfered
@@ -274,6 +288,21 @@ mod tests {
             ..figures()
         };
         assert_eq!(step(Active, f), Overloaded);
+    }
+
+    #[test]
+    fn jitter_under_the_floor_is_not_interference() {
+        // A 0.05 ms variant seen at 0.9 ms: 18x its profile, but under the 1 ms floor.
+        let fast = |observed: f64| InstanceFigures {
+            p99_ms_profiled: 0.05,
+            p99_ms_observed: Some(observed),
+            ..figures()
+        };
+        assert_eq!(step(Active, fast(0.9)), Active);
+        assert_eq!(step(Active, fast(1.2)), Interfered);
+        // Leaving uses the floor scaled by exit / enter (0.8 ms here).
+        assert_eq!(step(Interfered, fast(0.9)), Interfered);
+        assert_eq!(step(Interfered, fast(0.8)), Active);
     }
 
     #[test]

@@ -289,12 +289,27 @@ pub struct JobRow {
     pub created: String,
 }
 
-/// Offline jobs.
+/// What the job form holds (kept when a submission is refused).
+#[derive(Debug, Clone, Default)]
+pub struct JobForm {
+    pub app: String,
+    pub model: String,
+    pub min_accuracy: String,
+    pub output_path: String,
+}
+
+/// Offline jobs, and the form that submits one.
 #[derive(Template)]
 #[template(path = "dashboard/jobs.html")]
 pub struct JobsPage {
     pub layout: Layout,
     pub jobs: Vec<JobRow>,
+    pub form: JobForm,
+    /// Why the last submission was refused.
+    pub error: Option<String>,
+    /// The tenant's applications and models, offered in the form.
+    pub apps: Vec<String>,
+    pub models: Vec<String>,
 }
 
 impl JobsPage {

@@ -59,12 +59,17 @@ impl Client {
             .bearer_auth(&self.token)
     }
 
+    /// Sends a request; an error answer becomes an error with the server's message.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
+        let resp = req.send().await.context("request failed")?;
+        check(resp).await
+    }
+
     pub async fn send_json<T: DeserializeOwned>(
         &self,
         req: reqwest::RequestBuilder,
     ) -> anyhow::Result<T> {
-        let resp = req.send().await.context("request failed")?;
-        Ok(check(resp).await?.json().await?)
+        Ok(self.send(req).await?.json().await?)
     }
 
     pub async fn get_json<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {

@@ -1,12 +1,15 @@
-//! `infaas` commands that talk to a running server: login, models, apps.
+//! `infaas` commands that talk to a running server: login, models, apps, infer, jobs.
 
 mod http;
+pub mod infer;
+pub mod jobs;
 pub mod loadgen;
 mod models;
 
 use clap::{Args, Subcommand};
 
 pub use http::Client;
+pub use jobs::JobsCommand;
 
 /// Where the server is and how to authenticate; flags win over the environment, which
 /// wins over the file written by `infaas login`.
@@ -190,4 +193,21 @@ pub async fn run_loadgen(opts: &ClientOpts, args: loadgen::LoadgenArgs) -> anyho
         }
     }
     Ok(())
+}
+
+/// `infaas infer`: one query; prints the outputs and how it was served.
+pub async fn run_infer(opts: &ClientOpts, args: infer::InferArgs) -> anyhow::Result<()> {
+    let client = connect(opts).await?;
+    let (raw, answer) = infer::run(&client, &args).await?;
+    if opts.json {
+        println!("{}", serde_json::to_string_pretty(&raw)?);
+    } else {
+        infer::print(&answer);
+    }
+    Ok(())
+}
+
+pub async fn run_jobs(opts: &ClientOpts, cmd: JobsCommand) -> anyhow::Result<()> {
+    let client = connect(opts).await?;
+    jobs::run(&client, opts.json, cmd).await
 }

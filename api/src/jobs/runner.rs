@@ -2,7 +2,7 @@
 //! (oldest job first), one batch at a time, on the workers' spare capacity.
 //!
 //! Before every batch it checks that online queries leave room (`scheduler::offline::
-//! spare_capacity`: online busy time, SLO misses, no Overloaded or Interfered instance); when
+//! spare_capacity`: online busy time, SLO misses, no Overloaded instance); when
 //! they do not, it puts the chunk back and marks its jobs paused with the reason, and resumes
 //! once online load falls below the resume threshold. The variant is chosen for throughput
 //! per cost (largest efficient batch) and batches are as large as its max batch.

@@ -98,7 +98,7 @@ pub async fn create(
 }
 
 /// Lists the API keys of the caller's tenant (secrets are never shown again).
-#[utoipa::path(get, path = "/v1/api-keys", tag = "api-keys", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/api-keys", tag = "api-keys", operation_id = "list_api_keys", security(("bearer" = [])),
     responses((status = 200, body = KeyList), (status = 401, body = ErrorBody),
               (status = 403, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<KeyList>> {

@@ -52,6 +52,8 @@ pub struct InstanceView {
     pub latency_p50_ms: f64,
     pub latency_p99_ms: f64,
     /// Batch sizes served: `[batch rows, count]`.
+    // Described as arrays of integers: SDK generators do not read tuple schemas.
+    #[schema(value_type = Vec<Vec<u64>>)]
     pub batch_histogram: Vec<(usize, u64)>,
 }
 

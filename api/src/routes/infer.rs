@@ -13,13 +13,14 @@ use crate::serving::{serve, Goal, Outcome, Requirements};
 use crate::state::AppState;
 
 /// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.
-#[derive(Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TensorJson {
     pub name: String,
     pub shape: Vec<i64>,
     /// `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`.
     pub datatype: String,
-    #[schema(value_type = Object)]
+    /// The elements, flat (row-major) or nested by the shape.
+    #[schema(value_type = Vec<serde_json::Value>)]
     pub data: serde_json::Value,
 }
 

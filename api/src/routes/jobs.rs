@@ -52,7 +52,7 @@ pub struct JobList {
     pub jobs: Vec<JobView>,
 }
 
-async fn from_multipart(
+pub(crate) async fn from_multipart(
     state: &AppState,
     tenant: &str,
     mut multipart: Multipart,
@@ -177,7 +177,7 @@ pub async fn submit(
 }
 
 /// The tenant's jobs, newest first.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs", operation_id = "list_jobs", security(("bearer" = [])),
     responses((status = 200, body = JobList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<JobList>> {
     let jobs = state.db.list_jobs(&p.tenant_id).await?;
@@ -187,7 +187,7 @@ pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json
 }
 
 /// A job: state, items done / total, variant, ETA.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", operation_id = "show_job", security(("bearer" = [])),
     params(("id" = String, Path, description = "Job id")),
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]

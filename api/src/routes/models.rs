@@ -180,7 +180,7 @@ pub struct ModelList {
 }
 
 /// Lists the tenant's models with their variants.
-#[utoipa::path(get, path = "/v1/models", tag = "models", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/models", tag = "models", operation_id = "list_models", security(("bearer" = [])),
     responses((status = 200, body = ModelList), (status = 401, body = ErrorBody)))]
 pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<ModelList>> {
     let mut models = Vec::new();
@@ -192,7 +192,7 @@ pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json
 
 /// A model with its status, progress and variants (accuracy, load time, memory,
 /// latency per batch size).
-#[utoipa::path(get, path = "/v1/models/{name}", tag = "models", security(("bearer" = [])),
+#[utoipa::path(get, path = "/v1/models/{name}", tag = "models", operation_id = "show_model", security(("bearer" = [])),
     params(("name" = String, Path, description = "Model name")),
     responses((status = 200, body = ModelView), (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody)))]

@@ -1,5 +1,6 @@
-//! The dashboard's forms: a query from the application page ("try it") and the
-//! registration of a model. Both go through the code paths of the JSON API.
+//! The dashboard's forms: a query from the application page ("try it"), the registration
+//! of a model and the submission of an offline job. All go through the code paths of the
+//! JSON API.
 
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::rejection::FormRejection;
@@ -8,11 +9,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect};
 use axum::Form;
 use infaas_protocol::{tensor_from_json, tensor_to_json, JsonTensor};
-use infaas_web::dashboard::{RegisterPage, TryForm, TryResult};
+use infaas_web::dashboard::{JobForm, RegisterPage, TryForm, TryResult};
 use infaas_web::format;
 use serde::Deserialize;
 
-use super::pages::app_page;
+use super::pages::{app_page, jobs_page};
 use super::{render, PageError, PageResult, Session};
 use crate::error::ApiError;
 use crate::registry::upload;
@@ -168,6 +169,60 @@ async fn check_first_field(
     session.check_csrf(state, &token)
 }
 
+/// Reads what the browser is still sending after a refused form, so that it sees the
+/// answer rather than a reset connection (the route's body limit bounds this).
+async fn drain(multipart: &mut Multipart) {
+    while let Ok(Some(mut field)) = multipart.next_field().await {
+        while let Ok(Some(_)) = field.chunk().await {}
+    }
+}
+
+fn multipart_form(multipart: Result<Multipart, MultipartRejection>) -> Result<Multipart, ApiError> {
+    multipart.map_err(|r| ApiError::Status {
+        status: r.status(),
+        message: format!(
+            "the form must be sent as multipart/form-data: {}",
+            r.body_text()
+        ),
+    })
+}
+
+/// `POST /ui/jobs`: submits an offline job with its input files through the same code as
+/// the multipart `POST /v1/jobs`, then shows the jobs page (which follows the progress);
+/// errors show on the form.
+pub async fn submit_job(
+    State(state): State<AppState>,
+    session: Session,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> PageResult {
+    let mut multipart = multipart_form(multipart)?;
+    if let Err(e) = check_first_field(&state, &session, &mut multipart).await {
+        drain(&mut multipart).await;
+        return Err(e);
+    }
+    let tenant = session.tenant_id();
+    let mut form = JobForm::default();
+    let submitted = async {
+        let s = crate::routes::jobs::from_multipart(&state, tenant, multipart).await?;
+        form = JobForm {
+            app: s.app.clone().unwrap_or_default(),
+            model: s.model.clone().unwrap_or_default(),
+            min_accuracy: s.min_accuracy.map(|a| a.to_string()).unwrap_or_default(),
+            output_path: s.output_path.clone().unwrap_or_default(),
+        };
+        crate::jobs::submit(&state, tenant, s).await
+    }
+    .await;
+    match submitted {
+        Ok(job) => Ok(Redirect::to(&format!("/ui/jobs#job-{}", job.id)).into_response()),
+        Err(e) => {
+            let status = e.status();
+            let page = jobs_page(&state, &session, form, Some(error_text(&e))).await?;
+            render(status, &page)
+        }
+    }
+}
+
 /// `POST /ui/models`: registers a model through the same code as `POST /v1/models`, then
 /// shows its page (which follows the progress); errors show on the form.
 pub async fn register(
@@ -175,19 +230,9 @@ pub async fn register(
     session: Session,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> PageResult {
-    let mut multipart = multipart.map_err(|r| ApiError::Status {
-        status: r.status(),
-        message: format!(
-            "the form must be sent as multipart/form-data: {}",
-            r.body_text()
-        ),
-    })?;
+    let mut multipart = multipart_form(multipart)?;
     if let Err(e) = check_first_field(&state, &session, &mut multipart).await {
-        // Read what the browser is still sending, so that it sees the answer rather than
-        // a reset connection (the route's body limit bounds this).
-        while let Ok(Some(mut field)) = multipart.next_field().await {
-            while let Ok(Some(_)) = field.chunk().await {}
-        }
+        drain(&mut multipart).await;
         return Err(e);
     }
     match upload::register(&state, session.tenant_id(), multipart).await {

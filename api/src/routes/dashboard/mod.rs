@@ -45,7 +45,12 @@ pub fn routes(upload_limit: usize) -> Router<AppState> {
         .route("/models/{name}", get(pages::model))
         .route("/workers", get(pages::workers))
         .route("/scaling", get(pages::scaling))
-        .route("/jobs", get(pages::jobs))
+        .route(
+            "/jobs",
+            get(pages::jobs)
+                .post(forms::submit_job)
+                .layer(DefaultBodyLimit::max(upload_limit)),
+        )
         .layer(axum::middleware::map_response(security_headers))
 }
 

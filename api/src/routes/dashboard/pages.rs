@@ -8,9 +8,9 @@ use axum::http::StatusCode;
 use infaas_core::time::now_ms;
 use infaas_core::{Model, Variant};
 use infaas_web::dashboard::{
-    percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobRow, JobsPage, LatencyCell,
-    ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm, TryResult, VariantRow,
-    WorkerRow, WorkersPage,
+    percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage,
+    LatencyCell, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm, TryResult,
+    VariantRow, WorkerRow, WorkersPage,
 };
 use infaas_web::format;
 
@@ -406,11 +406,24 @@ pub async fn scaling(State(state): State<AppState>, session: Session) -> PageRes
     )
 }
 
-/// `GET /ui/jobs`: the tenant's offline jobs with their progress, newest first.
+/// `GET /ui/jobs`: the tenant's offline jobs with their progress, newest first, and the
+/// form that submits one.
 pub async fn jobs(State(state): State<AppState>, session: Session) -> PageResult {
+    let page = jobs_page(&state, &session, JobForm::default(), None).await?;
+    render(StatusCode::OK, &page)
+}
+
+/// The jobs page with `form` filled in and the submission's `error`, if any.
+pub(super) async fn jobs_page(
+    state: &AppState,
+    session: &Session,
+    form: JobForm,
+    error: Option<String>,
+) -> PageResult<JobsPage> {
+    let tenant = session.tenant_id();
     let jobs = state
         .db
-        .job_summaries(session.tenant_id(), LIST_LIMIT)
+        .job_summaries(tenant, LIST_LIMIT)
         .await?
         .into_iter()
         .map(|j| JobRow {
@@ -428,13 +441,16 @@ pub async fn jobs(State(state): State<AppState>, session: Session) -> PageResult
             created: format::datetime(j.created_at_ms),
         })
         .collect();
-    render(
-        StatusCode::OK,
-        &JobsPage {
-            layout: session.layout(&state, "jobs").await?,
-            jobs,
-        },
-    )
+    let apps = state.db.list_apps(tenant).await?;
+    let models = apps.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+    Ok(JobsPage {
+        layout: session.layout(state, "jobs").await?,
+        jobs,
+        form,
+        error,
+        apps: apps.into_iter().map(|(a, _)| a.name).collect(),
+        models,
+    })
 }
 
 #[cfg(test)]

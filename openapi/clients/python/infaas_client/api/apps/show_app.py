@@ -1,0 +1,164 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.app_detail import AppDetail
+from ...models.error_body import ErrorBody
+from ...types import Response
+
+
+def _get_kwargs(
+    app: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/apps/{app}".format(
+            app=quote(str(app), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> AppDetail | ErrorBody | None:
+    if response.status_code == 200:
+        response_200 = AppDetail.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[AppDetail | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[AppDetail | ErrorBody]:
+    """An application with its models and their variants.
+
+    Args:
+        app (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AppDetail | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        app=app,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+) -> AppDetail | ErrorBody | None:
+    """An application with its models and their variants.
+
+    Args:
+        app (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AppDetail | ErrorBody
+    """
+
+    return sync_detailed(
+        app=app,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[AppDetail | ErrorBody]:
+    """An application with its models and their variants.
+
+    Args:
+        app (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[AppDetail | ErrorBody]
+    """
+
+    kwargs = _get_kwargs(
+        app=app,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    app: str,
+    *,
+    client: AuthenticatedClient,
+) -> AppDetail | ErrorBody | None:
+    """An application with its models and their variants.
+
+    Args:
+        app (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        AppDetail | ErrorBody
+    """
+
+    return (
+        await asyncio_detailed(
+            app=app,
+            client=client,
+        )
+    ).parsed

@@ -1,0 +1,160 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...types import Response
+
+
+def _get_kwargs(
+    path: str,
+) -> dict[str, Any]:
+
+    _kwargs: dict[str, Any] = {
+        "method": "get",
+        "url": "/v1/files/{path}".format(
+            path=quote(str(path), safe=""),
+        ),
+    }
+
+    return _kwargs
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> ErrorBody | str | None:
+    if response.status_code == 200:
+        response_200 = cast(str, response.content)
+        return response_200
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[ErrorBody | str]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    path: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[ErrorBody | str]:
+    """Downloads a file of the tenant's file area (job inputs and outputs).
+
+    Args:
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | str]
+    """
+
+    kwargs = _get_kwargs(
+        path=path,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    path: str,
+    *,
+    client: AuthenticatedClient,
+) -> ErrorBody | str | None:
+    """Downloads a file of the tenant's file area (job inputs and outputs).
+
+    Args:
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | str
+    """
+
+    return sync_detailed(
+        path=path,
+        client=client,
+    ).parsed
+
+
+async def asyncio_detailed(
+    path: str,
+    *,
+    client: AuthenticatedClient,
+) -> Response[ErrorBody | str]:
+    """Downloads a file of the tenant's file area (job inputs and outputs).
+
+    Args:
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | str]
+    """
+
+    kwargs = _get_kwargs(
+        path=path,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    path: str,
+    *,
+    client: AuthenticatedClient,
+) -> ErrorBody | str | None:
+    """Downloads a file of the tenant's file area (job inputs and outputs).
+
+    Args:
+        path (str):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | str
+    """
+
+    return (
+        await asyncio_detailed(
+            path=path,
+            client=client,
+        )
+    ).parsed

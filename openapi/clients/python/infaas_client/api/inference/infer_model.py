@@ -1,0 +1,202 @@
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ... import errors
+from ...client import AuthenticatedClient, Client
+from ...models.error_body import ErrorBody
+from ...models.infer_request import InferRequest
+from ...models.infer_response import InferResponse
+from ...types import Response
+
+
+def _get_kwargs(
+    model: str,
+    *,
+    body: InferRequest,
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/v1/models/{model}/infer".format(
+            model=quote(str(model), safe=""),
+        ),
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+def _parse_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> ErrorBody | InferResponse | None:
+    if response.status_code == 200:
+        response_200 = InferResponse.from_dict(response.json())
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+        return response_401
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+        return response_404
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(
+    *, client: AuthenticatedClient | Client, response: httpx.Response
+) -> Response[ErrorBody | InferResponse]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    model: str,
+    *,
+    client: AuthenticatedClient,
+    body: InferRequest,
+) -> Response[ErrorBody | InferResponse]:
+    """Query a registered model: the platform picks its best variant for the current load.
+
+    Args:
+        model (str):
+        body (InferRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | InferResponse]
+    """
+
+    kwargs = _get_kwargs(
+        model=model,
+        body=body,
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+
+def sync(
+    model: str,
+    *,
+    client: AuthenticatedClient,
+    body: InferRequest,
+) -> ErrorBody | InferResponse | None:
+    """Query a registered model: the platform picks its best variant for the current load.
+
+    Args:
+        model (str):
+        body (InferRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | InferResponse
+    """
+
+    return sync_detailed(
+        model=model,
+        client=client,
+        body=body,
+    ).parsed
+
+
+async def asyncio_detailed(
+    model: str,
+    *,
+    client: AuthenticatedClient,
+    body: InferRequest,
+) -> Response[ErrorBody | InferResponse]:
+    """Query a registered model: the platform picks its best variant for the current load.
+
+    Args:
+        model (str):
+        body (InferRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[ErrorBody | InferResponse]
+    """
+
+    kwargs = _get_kwargs(
+        model=model,
+        body=body,
+    )
+
+    response = await client.get_async_httpx_client().request(**kwargs)
+
+    return _build_response(client=client, response=response)
+
+
+async def asyncio(
+    model: str,
+    *,
+    client: AuthenticatedClient,
+    body: InferRequest,
+) -> ErrorBody | InferResponse | None:
+    """Query a registered model: the platform picks its best variant for the current load.
+
+    Args:
+        model (str):
+        body (InferRequest):
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        ErrorBody | InferResponse
+    """
+
+    return (
+        await asyncio_detailed(
+            model=model,
+            client=client,
+            body=body,
+        )
+    ).parsed

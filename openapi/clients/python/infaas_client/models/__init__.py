@@ -1,0 +1,73 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .api_key_view import ApiKeyView
+from .app_detail import AppDetail
+from .app_list import AppList
+from .app_summary import AppSummary
+from .create_key_request import CreateKeyRequest
+from .created_key import CreatedKey
+from .error_body import ErrorBody
+from .file_list import FileList
+from .file_view import FileView
+from .health import Health
+from .infer_request import InferRequest
+from .infer_response import InferResponse
+from .instance_view import InstanceView
+from .job_form import JobForm
+from .job_list import JobList
+from .job_request import JobRequest
+from .job_view import JobView
+from .key_list import KeyList
+from .latency_view import LatencyView
+from .me import Me
+from .model_list import ModelList
+from .model_view import ModelView
+from .model_view_signature import ModelViewSignature
+from .quota_view import QuotaView
+from .readiness import Readiness
+from .register_form import RegisterForm
+from .tensor_json import TensorJson
+from .token_request import TokenRequest
+from .token_response import TokenResponse
+from .usage_minute import UsageMinute
+from .usage_report import UsageReport
+from .variant_view import VariantView
+from .worker_list import WorkerList
+from .worker_view import WorkerView
+
+__all__ = (
+    "ApiKeyView",
+    "AppDetail",
+    "AppList",
+    "AppSummary",
+    "CreatedKey",
+    "CreateKeyRequest",
+    "ErrorBody",
+    "FileList",
+    "FileView",
+    "Health",
+    "InferRequest",
+    "InferResponse",
+    "InstanceView",
+    "JobForm",
+    "JobList",
+    "JobRequest",
+    "JobView",
+    "KeyList",
+    "LatencyView",
+    "Me",
+    "ModelList",
+    "ModelView",
+    "ModelViewSignature",
+    "QuotaView",
+    "Readiness",
+    "RegisterForm",
+    "TensorJson",
+    "TokenRequest",
+    "TokenResponse",
+    "UsageMinute",
+    "UsageReport",
+    "VariantView",
+    "WorkerList",
+    "WorkerView",
+)

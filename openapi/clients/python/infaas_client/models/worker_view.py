@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.instance_view import InstanceView
+
+
+T = TypeVar("T", bound="WorkerView")
+
+
+@_attrs_define
+class WorkerView:
+    """
+    Attributes:
+        alive (bool):
+        cores (int):
+        hardware (list[str]):
+        id (str):
+        instances (list[InstanceView]): The caller's instances on this worker (other tenants' are not shown).
+        last_heartbeat_ms_ago (int):
+        memory_budget_bytes (int):
+        memory_used_bytes (int):
+        name (str):
+        thread_budget (int):
+        threads_used (int):
+        utilisation (float): Busy fraction of the cores, in [0, 1].
+        address (None | str | Unset):
+    """
+
+    alive: bool
+    cores: int
+    hardware: list[str]
+    id: str
+    instances: list[InstanceView]
+    last_heartbeat_ms_ago: int
+    memory_budget_bytes: int
+    memory_used_bytes: int
+    name: str
+    thread_budget: int
+    threads_used: int
+    utilisation: float
+    address: None | str | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        alive = self.alive
+
+        cores = self.cores
+
+        hardware = self.hardware
+
+        id = self.id
+
+        instances = []
+        for instances_item_data in self.instances:
+            instances_item = instances_item_data.to_dict()
+            instances.append(instances_item)
+
+        last_heartbeat_ms_ago = self.last_heartbeat_ms_ago
+
+        memory_budget_bytes = self.memory_budget_bytes
+
+        memory_used_bytes = self.memory_used_bytes
+
+        name = self.name
+
+        thread_budget = self.thread_budget
+
+        threads_used = self.threads_used
+
+        utilisation = self.utilisation
+
+        address: None | str | Unset
+        if isinstance(self.address, Unset):
+            address = UNSET
+        else:
+            address = self.address
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "alive": alive,
+                "cores": cores,
+                "hardware": hardware,
+                "id": id,
+                "instances": instances,
+                "last_heartbeat_ms_ago": last_heartbeat_ms_ago,
+                "memory_budget_bytes": memory_budget_bytes,
+                "memory_used_bytes": memory_used_bytes,
+                "name": name,
+                "thread_budget": thread_budget,
+                "threads_used": threads_used,
+                "utilisation": utilisation,
+            }
+        )
+        if address is not UNSET:
+            field_dict["address"] = address
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.instance_view import InstanceView  # noqa: PLC0415
+
+        d = dict(src_dict)
+        alive = d.pop("alive")
+
+        cores = d.pop("cores")
+
+        hardware = cast(list[str], d.pop("hardware"))
+
+        id = d.pop("id")
+
+        instances = []
+        _instances = d.pop("instances")
+        for instances_item_data in _instances:
+            instances_item = InstanceView.from_dict(instances_item_data)
+
+            instances.append(instances_item)
+
+        last_heartbeat_ms_ago = d.pop("last_heartbeat_ms_ago")
+
+        memory_budget_bytes = d.pop("memory_budget_bytes")
+
+        memory_used_bytes = d.pop("memory_used_bytes")
+
+        name = d.pop("name")
+
+        thread_budget = d.pop("thread_budget")
+
+        threads_used = d.pop("threads_used")
+
+        utilisation = d.pop("utilisation")
+
+        def _parse_address(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        address = _parse_address(d.pop("address", UNSET))
+
+        worker_view = cls(
+            alive=alive,
+            cores=cores,
+            hardware=hardware,
+            id=id,
+            instances=instances,
+            last_heartbeat_ms_ago=last_heartbeat_ms_ago,
+            memory_budget_bytes=memory_budget_bytes,
+            memory_used_bytes=memory_used_bytes,
+            name=name,
+            thread_budget=thread_budget,
+            threads_used=threads_used,
+            utilisation=utilisation,
+            address=address,
+        )
+
+        worker_view.additional_properties = d
+        return worker_view
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
