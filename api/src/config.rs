@@ -83,6 +83,25 @@ pub struct Config {
     /// A claimed chunk whose runner stops renewing its lease for this long is taken over,
     /// in milliseconds.
     pub job_lease_ms: u64,
+    /// Name a worker process registers under (default: `worker-` and a random suffix). The
+    /// Kubernetes worker manifest sets it to the pod's name.
+    pub worker_name: Option<String>,
+    /// URL the controller reaches a worker process at (default: `http://` and the address it
+    /// listens on; set it when that address is not reachable as is, e.g. `0.0.0.0` in a pod).
+    pub worker_advertise_url: Option<String>,
+    /// Latency profile of a simulated GPU the worker offers: `PATH` (a CSV of
+    /// `batch_size,p50_ms,p99_ms`) or `PATH#MODEL#ACCEL` (a row set of a Proteus-format
+    /// profile CSV). GPU variants on that worker run on the CPU and answer no sooner than the
+    /// profile's latency. Unset: no simulated GPU.
+    pub simulated_gpu_profile: Option<String>,
+    /// Namespace of the Kubernetes worker Deployment (default: the controller's own).
+    pub kubernetes_namespace: Option<String>,
+    /// Name of the Kubernetes worker Deployment the `kubernetes` provider scales.
+    pub kubernetes_worker_deployment: String,
+    /// Label selector of that Deployment's pods.
+    pub kubernetes_worker_selector: String,
+    /// Most replicas the `kubernetes` provider scales the worker Deployment to.
+    pub kubernetes_max_workers: u32,
 }
 
 /// Hardware prices in dollars per second.
@@ -139,6 +158,13 @@ impl Default for Config {
             job_chunk_rows: 1024,
             job_max_online_utilisation: 0.4,
             job_lease_ms: 10_000,
+            worker_name: None,
+            worker_advertise_url: None,
+            simulated_gpu_profile: None,
+            kubernetes_namespace: None,
+            kubernetes_worker_deployment: "infaas-worker".into(),
+            kubernetes_worker_selector: "app.kubernetes.io/name=infaas-worker".into(),
+            kubernetes_max_workers: 8,
         }
     }
 }
@@ -210,6 +236,20 @@ pub struct Overrides {
     pub job_max_online_utilisation: Option<f64>,
     #[arg(long, env = "INFAAS_JOB_LEASE_MS", global = true)]
     pub job_lease_ms: Option<u64>,
+    #[arg(long, env = "INFAAS_WORKER_NAME", global = true)]
+    pub worker_name: Option<String>,
+    #[arg(long, env = "INFAAS_WORKER_ADVERTISE_URL", global = true)]
+    pub worker_advertise_url: Option<String>,
+    #[arg(long, env = "INFAAS_SIMULATED_GPU_PROFILE", global = true)]
+    pub simulated_gpu_profile: Option<String>,
+    #[arg(long, env = "INFAAS_KUBERNETES_NAMESPACE", global = true)]
+    pub kubernetes_namespace: Option<String>,
+    #[arg(long, env = "INFAAS_KUBERNETES_WORKER_DEPLOYMENT", global = true)]
+    pub kubernetes_worker_deployment: Option<String>,
+    #[arg(long, env = "INFAAS_KUBERNETES_WORKER_SELECTOR", global = true)]
+    pub kubernetes_worker_selector: Option<String>,
+    #[arg(long, env = "INFAAS_KUBERNETES_MAX_WORKERS", global = true)]
+    pub kubernetes_max_workers: Option<u32>,
 }
 
 /// Why the configuration could not be loaded.
@@ -266,7 +306,10 @@ impl Config {
             cookie_secure,
             job_chunk_rows,
             job_max_online_utilisation,
-            job_lease_ms
+            job_lease_ms,
+            kubernetes_worker_deployment,
+            kubernetes_worker_selector,
+            kubernetes_max_workers
         );
         set_opt!(
             database_url,
@@ -278,7 +321,11 @@ impl Config {
             cluster_token,
             worker_cores,
             worker_thread_budget,
-            worker_memory_bytes
+            worker_memory_bytes,
+            worker_name,
+            worker_advertise_url,
+            simulated_gpu_profile,
+            kubernetes_namespace
         );
         cfg.validate()?;
         Ok(cfg)
@@ -333,6 +380,23 @@ impl Config {
                 "worker_cores must be at least 1".into(),
             ));
         }
+        if let Some(name) = &self.worker_name {
+            if name.is_empty() || name.len() > 253 {
+                return Err(ConfigError::Invalid(
+                    "worker_name must have 1 to 253 characters".into(),
+                ));
+            }
+        }
+        if self.kubernetes_worker_deployment.is_empty() {
+            return Err(ConfigError::Invalid(
+                "kubernetes_worker_deployment must not be empty".into(),
+            ));
+        }
+        if self.kubernetes_worker_selector.is_empty() {
+            return Err(ConfigError::Invalid(
+                "kubernetes_worker_selector must not be empty (the provider would count every pod of the namespace)".into(),
+            ));
+        }
         if self.max_body_bytes < 1024 {
             return Err(ConfigError::Invalid(
                 "max_body_bytes must be at least 1024".into(),
@@ -347,6 +411,18 @@ impl Config {
             .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
             .unwrap_or(1)
             .max(1)
+    }
+
+    /// Settings of the `kubernetes` worker provider (its Deployment holds CPU workers).
+    #[cfg(feature = "kubernetes")]
+    pub fn kubernetes(&self) -> infaas_provision::kubernetes::KubernetesConfig {
+        infaas_provision::kubernetes::KubernetesConfig {
+            namespace: self.kubernetes_namespace.clone(),
+            deployment: self.kubernetes_worker_deployment.clone(),
+            selector: self.kubernetes_worker_selector.clone(),
+            max_workers: self.kubernetes_max_workers,
+            ..Default::default()
+        }
     }
 
     /// Scratch space for uploads and generated files.
@@ -443,6 +519,51 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("jwt_secret"));
+    }
+
+    #[test]
+    fn worker_and_kubernetes_settings_layer_like_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "kubernetes_max_workers = 3\nkubernetes_worker_deployment = \"gpu-workers\"\nsimulated_gpu_profile = \"a.csv\"\n",
+        )
+        .unwrap();
+        let t = T::try_parse_from([
+            "t",
+            "--config",
+            file.to_str().unwrap(),
+            "--kubernetes-max-workers",
+            "5",
+            "--simulated-gpu-profile",
+            "b.csv#resnet50_v1#onnxruntime_gpu_ampere",
+            "--worker-name",
+            "infaas-worker-7d9c-x2",
+        ])
+        .unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.kubernetes_max_workers, 5);
+        assert_eq!(c.kubernetes_worker_deployment, "gpu-workers");
+        assert_eq!(
+            c.simulated_gpu_profile.as_deref(),
+            Some("b.csv#resnet50_v1#onnxruntime_gpu_ampere")
+        );
+        assert_eq!(c.worker_name.as_deref(), Some("infaas-worker-7d9c-x2"));
+        #[cfg(feature = "kubernetes")]
+        {
+            let k = c.kubernetes();
+            assert_eq!((k.deployment.as_str(), k.max_workers), ("gpu-workers", 5));
+            assert_eq!(k.selector, "app.kubernetes.io/name=infaas-worker");
+        }
+        let o = Overrides {
+            kubernetes_worker_selector: Some(String::new()),
+            ..Default::default()
+        };
+        assert!(Config::load(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("kubernetes_worker_selector"));
     }
 
     #[test]

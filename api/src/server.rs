@@ -72,7 +72,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             format!("embedded-{}", uuid::Uuid::new_v4()),
             "embedded".into(),
             None,
-        ),
+        )
+        .context("the simulated GPU's latency profile")?,
         objects.clone(),
     ));
     let cluster = crate::cluster::Cluster::new(db.clone(), &config, Some(node));

@@ -117,6 +117,7 @@ fn main() {
         optimization: OptLevel::All,
         hardware: Hardware::Cpu,
         optimized_model_out: None,
+        simulated: None,
     };
     let arrays = infaas_executors::npz::read_npz(&zoo("digits-val.npz")).expect("digits-val.npz");
     let workdir = tempfile::tempdir().expect("a temporary directory");

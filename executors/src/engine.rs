@@ -20,6 +20,7 @@ use ort::value::{DynValue, TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::{self, RuntimeError};
+use crate::simulated::LatencyProfile;
 
 /// Graph optimisation level of a session (ONNX Runtime's `GraphOptimizationLevel`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -53,6 +54,9 @@ pub struct SessionConfig {
     /// Where ONNX Runtime writes the optimised graph (for the graph-optimised variant).
     /// `Extended` is portable; `All` may produce hardware-specific operators.
     pub optimized_model_out: Option<PathBuf>,
+    /// A simulated device: every run is held until this profile's latency for its batch size
+    /// has passed (see [`crate::simulated`]). `None` for real hardware.
+    pub simulated: Option<Arc<LatencyProfile>>,
 }
 
 impl Default for SessionConfig {
@@ -63,6 +67,7 @@ impl Default for SessionConfig {
             optimization: OptLevel::All,
             hardware: Hardware::Cpu,
             optimized_model_out: None,
+            simulated: None,
         }
     }
 }
@@ -329,7 +334,7 @@ impl Engine {
                 if ready_tx.send(Ok((signature.clone(), load_time))).is_err() {
                     return;
                 }
-                serve(session, &signature, rx);
+                serve(session, &signature, rx, cfg.simulated.as_deref());
             })
             .map_err(EngineError::Spawn)?;
 
@@ -456,8 +461,14 @@ fn output_selection(
     }
 }
 
-fn serve(mut session: Session, signature: &Signature, rx: mpsc::Receiver<Command>) {
+fn serve(
+    mut session: Session,
+    signature: &Signature,
+    rx: mpsc::Receiver<Command>,
+    simulated: Option<&LatencyProfile>,
+) {
     let selected = output_selection(&session, signature);
+    let mut slower_than_profile = 0u64;
     while let Ok(Command {
         inputs,
         reply,
@@ -467,11 +478,42 @@ fn serve(mut session: Session, signature: &Signature, rx: mpsc::Receiver<Command
         if reply.is_closed() {
             continue;
         }
+        let started = Instant::now();
+        let rows = inputs
+            .first()
+            .and_then(|t| t.shape.first().copied())
+            .unwrap_or(1);
         let result = span.in_scope(|| {
             let _run = tracing::trace_span!("onnx_run").entered();
             run_session(&mut session, signature, selected.as_ref(), inputs)
         });
+        if let Some(profile) = simulated {
+            span.in_scope(|| hold(profile, rows, started, &mut slower_than_profile));
+        }
         reply.send(result);
+    }
+}
+
+/// Holds the engine thread (the simulated device) until the profile's median latency for a
+/// batch of `rows` has passed since `started`.
+fn hold(profile: &LatencyProfile, rows: usize, started: Instant, slower: &mut u64) {
+    let target = Duration::from_secs_f64(profile.p50_ms(rows) / 1e3);
+    let elapsed = started.elapsed();
+    if elapsed < target {
+        std::thread::sleep(target - elapsed);
+        return;
+    }
+    *slower += 1;
+    // The first time in full, then every thousandth: a slow CPU keeps it slow.
+    if *slower == 1 || slower.is_multiple_of(1000) {
+        tracing::warn!(
+            profile = %profile.source,
+            rows,
+            run_ms = elapsed.as_secs_f64() * 1e3,
+            profile_ms = target.as_secs_f64() * 1e3,
+            times = *slower,
+            "the simulated GPU is slower than its profile: the CPU run took longer than the profiled latency"
+        );
     }
 }
 

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod npz;
 pub mod profiler;
 pub mod runtime;
+pub mod simulated;
 pub mod stats;
 pub mod validation;
 pub mod variants;

@@ -107,6 +107,7 @@ pub fn build_file(kind: FileKind, source: &[u8], workdir: &Path) -> Result<Built
                 optimization: OptLevel::Extended,
                 hardware: Hardware::Cpu,
                 optimized_model_out: Some(out.clone()),
+                simulated: None,
             };
             let engine = Engine::load(source.to_vec(), &cfg).map_err(GenerateError::Optimize)?;
             drop(engine);

@@ -602,6 +602,7 @@ fn optimised_graph_is_saved_and_loads_again() {
     let cfg = SessionConfig {
         optimization: OptLevel::Extended,
         optimized_model_out: Some(out.clone()),
+        simulated: None,
         ..SessionConfig::default()
     };
     let original = Engine::load(read(&zoo().join("digits-mlp-m.onnx")), &cfg).unwrap();
@@ -611,4 +612,43 @@ fn optimised_graph_is_saved_and_loads_again() {
     let a = original.run_blocking(vec![digits_rows(4)]).unwrap();
     let b = optimised.run_blocking(vec![digits_rows(4)]).unwrap();
     assert_eq!(a[0], b[0], "same labels");
+}
+
+/// A simulated device: each run answers no sooner than the profile's median for its batch
+/// size (a lower bound, which is what the simulation promises), with ONNX Runtime's outputs.
+#[test]
+fn simulated_device_holds_each_run_for_the_profiled_latency() {
+    use infaas_executors::simulated::parse_own;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    if !runtime_ready() {
+        return;
+    }
+    let profile = parse_own("batch_size,p50_ms,p99_ms\n1,40,45\n8,80,90\n", "gpu.csv").unwrap();
+    let model = read(&zoo().join("digits-logreg.onnx"));
+    let plain = Engine::load(model.clone(), &SessionConfig::default()).unwrap();
+    let simulated = Engine::load(
+        model,
+        &SessionConfig {
+            simulated: Some(Arc::new(profile)),
+            ..SessionConfig::default()
+        },
+    )
+    .unwrap();
+    for (rows, floor_ms) in [
+        (1, 40.0),
+        (4, 40.0 + 40.0 * 3.0 / 7.0),
+        (8, 80.0),
+        (16, 80.0),
+    ] {
+        let started = Instant::now();
+        let got = simulated.run_blocking(vec![digits_rows(rows)]).unwrap();
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            elapsed_ms >= floor_ms,
+            "batch {rows} answered after {elapsed_ms} ms, before the profile's {floor_ms} ms"
+        );
+        assert_eq!(got, plain.run_blocking(vec![digits_rows(rows)]).unwrap());
+    }
 }

@@ -5,6 +5,9 @@
 //! matches the workers it sees to the ones a provider started. Removing a worker stops it; the
 //! controller drains it first (no new instances) and marks it dead when its heartbeats stop.
 
+#[cfg(feature = "kubernetes")]
+pub mod kubernetes;
+
 use async_trait::async_trait;
 use infaas_core::HardwareKind;
 use serde::{Deserialize, Serialize};

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use infaas_core::{HardwareKind, Tensor};
 use infaas_executors::batcher::{BatcherConfig, Instance, InstanceError};
 use infaas_executors::engine::{Engine, EngineError, Hardware, OptLevel, SessionConfig};
+use infaas_executors::simulated::LatencyProfile;
 use infaas_store::ObjectStore;
 
 use crate::wire::{Heartbeat, InstanceReport, LoadRequest, LoadedReport, WorkerInfo};
@@ -23,6 +24,10 @@ pub struct NodeConfig {
     pub thread_budget: usize,
     pub memory_budget_bytes: u64,
     pub gpu: bool,
+    /// A simulated GPU (see `infaas_executors::simulated`): the worker offers GPU variants,
+    /// runs them on the CPU and answers after the profile's latency. It takes the place of a
+    /// real GPU, if there is one.
+    pub simulated_gpu: Option<Arc<LatencyProfile>>,
     pub max_queue_delay: Duration,
     /// Rows an instance may queue before answering "queue full".
     pub queue_capacity_rows: usize,
@@ -96,7 +101,7 @@ impl WorkerNode {
 
     pub fn info(&self) -> WorkerInfo {
         let mut hardware = vec![HardwareKind::Cpu];
-        if self.cfg.gpu {
+        if self.cfg.gpu || self.cfg.simulated_gpu.is_some() {
             hardware.push(HardwareKind::Gpu);
         }
         WorkerInfo {
@@ -107,6 +112,7 @@ impl WorkerNode {
             cores: self.cfg.cores,
             thread_budget: self.cfg.thread_budget,
             memory_budget_bytes: self.cfg.memory_budget_bytes,
+            simulated_gpu: self.cfg.simulated_gpu.as_deref().cloned(),
         }
     }
 
@@ -143,7 +149,7 @@ impl WorkerNode {
                 load_ms: 0.0,
             });
         }
-        if req.hardware == HardwareKind::Gpu && !self.cfg.gpu {
+        if req.hardware == HardwareKind::Gpu && !self.cfg.gpu && self.cfg.simulated_gpu.is_none() {
             return Err(WorkerError::NoHardware("gpu"));
         }
         self.make_room(&req).await?;
@@ -155,15 +161,7 @@ impl WorkerNode {
                 key: req.object_key.clone(),
                 source,
             })?;
-        let cfg = SessionConfig {
-            intra_threads: req.threads,
-            optimization: OptLevel::All,
-            hardware: match req.hardware {
-                HardwareKind::Cpu => Hardware::Cpu,
-                HardwareKind::Gpu => Hardware::Cuda,
-            },
-            optimized_model_out: None,
-        };
+        let cfg = self.session_config(&req);
         let started = Instant::now();
         let engine = tokio::task::spawn_blocking(move || Engine::load(bytes.to_vec(), &cfg))
             .await
@@ -197,6 +195,24 @@ impl WorkerNode {
             variant_id: req.variant_id,
             load_ms,
         })
+    }
+
+    /// How to run a variant here: GPU variants on the simulated GPU when there is one.
+    fn session_config(&self, req: &LoadRequest) -> SessionConfig {
+        let simulated = match req.hardware {
+            HardwareKind::Gpu => self.cfg.simulated_gpu.clone(),
+            HardwareKind::Cpu => None,
+        };
+        SessionConfig {
+            intra_threads: req.threads,
+            optimization: OptLevel::All,
+            hardware: match req.hardware {
+                HardwareKind::Gpu if simulated.is_none() => Hardware::Cuda,
+                _ => Hardware::Cpu,
+            },
+            optimized_model_out: None,
+            simulated,
+        }
     }
 
     async fn make_room(&self, req: &LoadRequest) -> Result<(), WorkerError> {

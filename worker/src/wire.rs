@@ -1,6 +1,7 @@
 //! Messages between the controller and workers (JSON over HTTP for remote workers).
 
 use infaas_core::HardwareKind;
+use infaas_executors::simulated::LatencyProfile;
 use serde::{Deserialize, Serialize};
 
 /// What a worker offers, sent when it registers and with every heartbeat.
@@ -15,6 +16,10 @@ pub struct WorkerInfo {
     /// Intra-op threads the worker lets its instances reserve in total.
     pub thread_budget: usize,
     pub memory_budget_bytes: u64,
+    /// The latency profile of the worker's simulated GPU, when its GPU is simulated (GPU
+    /// variants run on its CPU and answer after the profiled latency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_gpu: Option<LatencyProfile>,
 }
 
 /// Command to load a variant.

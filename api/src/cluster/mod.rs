@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use infaas_core::{HardwareKind, Tensor};
+use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
     next_state, offline::OnlineLoad, peak_qps, InFlight, InstanceEntry, InstanceFigures,
     InstanceState, Prices, Snapshot, Thresholds, VariantEntry, WorkerEntry,
@@ -23,15 +24,30 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use remote::{RemoteError, RemoteWorker};
 
-/// Settings of the embedded worker or a worker process.
+/// Settings of the embedded worker or a worker process; reads the simulated GPU's latency
+/// profile when one is configured.
 pub fn node_config(
     config: &Config,
     id: String,
     name: String,
     address: Option<String>,
-) -> NodeConfig {
+) -> Result<NodeConfig, ProfileError> {
+    let simulated_gpu = match &config.simulated_gpu_profile {
+        Some(spec) => {
+            let profile = LatencyProfile::load(spec)?;
+            tracing::info!(
+                worker = %name,
+                profile = %profile.source,
+                batch_sizes = profile.points.len(),
+                p50_ms_at_1 = profile.p50_ms(1),
+                "this worker offers a SIMULATED GPU: GPU variants run on the CPU and answer after the profiled latency"
+            );
+            Some(Arc::new(profile))
+        }
+        None => None,
+    };
     let cores = config.worker_cores();
-    NodeConfig {
+    Ok(NodeConfig {
         id,
         name,
         address,
@@ -43,10 +59,11 @@ pub fn node_config(
                 .unwrap_or(4 << 30)
         }),
         gpu: infaas_executors::runtime::gpu_available(),
+        simulated_gpu,
         max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
         queue_capacity_rows: config.queue_capacity_rows,
         evict_idle_after: Duration::from_secs(config.evict_idle_secs),
-    }
+    })
 }
 
 /// Why a call to a worker failed, as the query path sees it.
@@ -599,6 +616,28 @@ impl Cluster {
             .ok()
             .and_then(|s| s.get(&instance_id(worker, variant)).copied())
             .unwrap_or(InstanceState::Active)
+    }
+
+    /// Whether some live worker offers a GPU, real or simulated (GPU variants are generated
+    /// only then).
+    pub fn gpu_offered(&self) -> bool {
+        self.workers.read().is_ok_and(|w| {
+            w.values()
+                .any(|s| s.alive && s.beat.worker.hardware.contains(&HardwareKind::Gpu))
+        })
+    }
+
+    /// The latency profile of a live worker's simulated GPU (the first by worker name), which
+    /// GPU variants are profiled with when the controller has no GPU of its own.
+    pub fn simulated_gpu(&self) -> Option<LatencyProfile> {
+        let workers = self.workers.read().ok()?;
+        let mut live: Vec<&WorkerSlot> = workers
+            .values()
+            .filter(|s| s.alive && s.beat.worker.simulated_gpu.is_some())
+            .collect();
+        live.sort_by(|a, b| a.beat.worker.name.cmp(&b.beat.worker.name));
+        live.first()
+            .and_then(|s| s.beat.worker.simulated_gpu.clone())
     }
 
     pub fn hardware_of(&self, variant_id: &str) -> HardwareKind {

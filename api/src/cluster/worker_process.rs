@@ -160,9 +160,18 @@ pub async fn run(config: Config, controller: String) -> anyhow::Result<()> {
         super::node_config(
             &config,
             id.clone(),
-            format!("worker-{}", &id[..8]),
-            Some(format!("http://{addr}")),
-        ),
+            config
+                .worker_name
+                .clone()
+                .unwrap_or_else(|| format!("worker-{}", &id[..8])),
+            Some(
+                config
+                    .worker_advertise_url
+                    .clone()
+                    .unwrap_or_else(|| format!("http://{addr}")),
+            ),
+        )
+        .context("the simulated GPU's latency profile")?,
         objects,
     ));
     let state = WorkerState {

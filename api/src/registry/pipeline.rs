@@ -160,11 +160,37 @@ impl Progress<'_> {
     }
 }
 
+/// FP16 and GPU variants exist where a GPU does: the controller's own, or one a live worker
+/// offers (real or simulated).
 fn inventory(state: &AppState) -> Inventory {
     Inventory {
         cpu_cores: state.config.worker_cores(),
-        gpu: infaas_executors::runtime::gpu_available(),
+        gpu: infaas_executors::runtime::gpu_available() || state.cluster.gpu_offered(),
     }
+}
+
+/// How a (file, hardware, threads) group is profiled: on the controller's own hardware, or,
+/// for GPU variants when the controller has no GPU, with the latency profile of a live
+/// worker's simulated GPU (the same hold that worker applies when it serves them).
+fn profiling_session(
+    state: &AppState,
+    threads: usize,
+    hw: HardwareKind,
+) -> Result<SessionConfig, PipelineError> {
+    if hw == HardwareKind::Cpu || infaas_executors::runtime::gpu_available() {
+        return Ok(session(threads, hw));
+    }
+    let profile = state.cluster.simulated_gpu().ok_or_else(|| {
+        PipelineError::Failed(
+            "GPU variants were planned but no live worker offers a GPU to profile them on any more"
+                .into(),
+        )
+    })?;
+    Ok(SessionConfig {
+        hardware: Hardware::Cpu,
+        simulated: Some(std::sync::Arc::new(profile)),
+        ..session(threads, HardwareKind::Cpu)
+    })
 }
 
 async fn blocking<T: Send + 'static>(
@@ -393,6 +419,7 @@ fn session(threads: usize, hw: HardwareKind) -> SessionConfig {
             HardwareKind::Gpu => Hardware::Cuda,
         },
         optimized_model_out: None,
+        simulated: None,
     }
 }
 
@@ -435,8 +462,9 @@ async fn profile_group(
     };
     let batches = batches.to_vec();
     let kind = f.kind.as_str();
+    let cfg = profiling_session(state, threads, hw)?;
     let prof = blocking(move || {
-        profile(&bytes, &session(threads, hw), &set, &batches, &opts)
+        profile(&bytes, &cfg, &set, &batches, &opts)
             .map_err(|e| format!("profiling the {kind} file with {threads} threads: {e}"))
     })
     .await?;

@@ -258,6 +258,7 @@ fn check_files(
         optimization: OptLevel::Disable,
         hardware: Hardware::Cpu,
         optimized_model_out: None,
+        simulated: None,
     };
     let engine = Engine::load(bytes, &cfg).map_err(|e| {
         ApiError::BadRequest(format!(

@@ -64,6 +64,9 @@ pub struct WorkerView {
     pub address: Option<String>,
     pub alive: bool,
     pub hardware: Vec<String>,
+    /// The worker's GPUs (at most one for now); a simulated one runs GPU variants on the CPU
+    /// and answers after the latency of a measured profile.
+    pub gpus: Vec<GpuView>,
     pub cores: usize,
     pub thread_budget: usize,
     pub threads_used: usize,
@@ -74,6 +77,32 @@ pub struct WorkerView {
     pub last_heartbeat_ms_ago: u64,
     /// The caller's instances on this worker (other tenants' are not shown).
     pub instances: Vec<InstanceView>,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct GpuView {
+    /// `true`: not a real GPU (see the README's "Simulated GPU workers").
+    pub simulated: bool,
+    /// The latency profile a simulated GPU follows (`PATH` or `PATH#MODEL#ACCEL`).
+    pub profile: Option<String>,
+    /// The profile's median latency at batch 1, in milliseconds.
+    pub profile_p50_ms_batch_1: Option<f64>,
+}
+
+fn gpus(worker: &infaas_worker::WorkerInfo) -> Vec<GpuView> {
+    match &worker.simulated_gpu {
+        Some(p) => vec![GpuView {
+            simulated: true,
+            profile: Some(p.source.clone()),
+            profile_p50_ms_batch_1: Some(p.p50_ms(1)),
+        }],
+        None if worker.hardware.contains(&infaas_core::HardwareKind::Gpu) => vec![GpuView {
+            simulated: false,
+            profile: None,
+            profile_p50_ms_batch_1: None,
+        }],
+        None => Vec::new(),
+    }
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -133,6 +162,7 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
                 .iter()
                 .map(|h| h.as_str().to_string())
                 .collect(),
+            gpus: gpus(&beat.worker),
             cores: beat.worker.cores,
             thread_budget: beat.worker.thread_budget,
             threads_used: beat.threads_used,

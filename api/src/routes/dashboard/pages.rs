@@ -331,7 +331,15 @@ pub async fn workers(State(state): State<AppState>, session: Session) -> PageRes
             name: w.name,
             id: w.id,
             alive: w.alive,
-            hardware: w.hardware.join(", "),
+            hardware: w
+                .hardware
+                .iter()
+                .map(|h| match w.gpus.first() {
+                    Some(g) if h == "gpu" && g.simulated => "gpu (simulated)".to_string(),
+                    _ => h.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             cores: w.cores,
             threads: format!("{} / {}", w.threads_used, w.thread_budget),
             memory: format!(

@@ -437,6 +437,17 @@ export interface components {
             /** Format: int64 */
             size: number;
         };
+        GpuView: {
+            /** @description The latency profile a simulated GPU follows (`PATH` or `PATH#MODEL#ACCEL`). */
+            profile?: string | null;
+            /**
+             * Format: double
+             * @description The profile's median latency at batch 1, in milliseconds.
+             */
+            profile_p50_ms_batch_1?: number | null;
+            /** @description `true`: not a real GPU (see the README's "Simulated GPU workers"). */
+            simulated: boolean;
+        };
         Health: {
             /** @description `ok` while the process is up. */
             status: string;
@@ -784,6 +795,11 @@ export interface components {
             address?: string | null;
             alive: boolean;
             cores: number;
+            /**
+             * @description The worker's GPUs (at most one for now); a simulated one runs GPU variants on the CPU
+             *     and answers after the latency of a measured profile.
+             */
+            gpus: components["schemas"]["GpuView"][];
             hardware: string[];
             id: string;
             /** @description The caller's instances on this worker (other tenants' are not shown). */

@@ -9,6 +9,7 @@ from .created_key import CreatedKey
 from .error_body import ErrorBody
 from .file_list import FileList
 from .file_view import FileView
+from .gpu_view import GpuView
 from .health import Health
 from .infer_request import InferRequest
 from .infer_response import InferResponse
@@ -45,6 +46,7 @@ __all__ = (
     "ErrorBody",
     "FileList",
     "FileView",
+    "GpuView",
     "Health",
     "InferRequest",
     "InferResponse",

@@ -9,6 +9,7 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.gpu_view import GpuView
     from ..models.instance_view import InstanceView
 
 
@@ -21,6 +22,8 @@ class WorkerView:
     Attributes:
         alive (bool):
         cores (int):
+        gpus (list[GpuView]): The worker's GPUs (at most one for now); a simulated one runs GPU variants on the CPU
+            and answers after the latency of a measured profile.
         hardware (list[str]):
         id (str):
         instances (list[InstanceView]): The caller's instances on this worker (other tenants' are not shown).
@@ -36,6 +39,7 @@ class WorkerView:
 
     alive: bool
     cores: int
+    gpus: list[GpuView]
     hardware: list[str]
     id: str
     instances: list[InstanceView]
@@ -53,6 +57,11 @@ class WorkerView:
         alive = self.alive
 
         cores = self.cores
+
+        gpus = []
+        for gpus_item_data in self.gpus:
+            gpus_item = gpus_item_data.to_dict()
+            gpus.append(gpus_item)
 
         hardware = self.hardware
 
@@ -89,6 +98,7 @@ class WorkerView:
             {
                 "alive": alive,
                 "cores": cores,
+                "gpus": gpus,
                 "hardware": hardware,
                 "id": id,
                 "instances": instances,
@@ -108,12 +118,20 @@ class WorkerView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.gpu_view import GpuView  # noqa: PLC0415
         from ..models.instance_view import InstanceView  # noqa: PLC0415
 
         d = dict(src_dict)
         alive = d.pop("alive")
 
         cores = d.pop("cores")
+
+        gpus = []
+        _gpus = d.pop("gpus")
+        for gpus_item_data in _gpus:
+            gpus_item = GpuView.from_dict(gpus_item_data)
+
+            gpus.append(gpus_item)
 
         hardware = cast(list[str], d.pop("hardware"))
 
@@ -152,6 +170,7 @@ class WorkerView:
         worker_view = cls(
             alive=alive,
             cores=cores,
+            gpus=gpus,
             hardware=hardware,
             id=id,
             instances=instances,
