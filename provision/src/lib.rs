@@ -5,6 +5,8 @@
 //! matches the workers it sees to the ones a provider started. Removing a worker stops it; the
 //! controller drains it first (no new instances) and marks it dead when its heartbeats stop.
 
+pub mod process;
+
 use async_trait::async_trait;
 use infaas_core::HardwareKind;
 use serde::{Deserialize, Serialize};
