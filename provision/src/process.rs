@@ -335,13 +335,13 @@ mod tests {
             .unwrap_or(false)
     }
 
-    /// A stand-in for the binary that records its environment and waits for a signal:
-    /// `sh -c` with the arguments `worker --controller URL` as `$0 $1 $2`.
+    /// A stand-in for the binary that records its environment and arguments
+    /// (`worker --controller URL`), then waits for a signal.
     fn script(dir: &std::path::Path) -> PathBuf {
         let path = dir.join("fake-infaas");
         std::fs::write(
             &path,
-            "#!/bin/sh\necho \"$INFAAS_WORKER_NAME $INFAAS_CLUSTER_TOKEN $INFAAS_WORKER_LISTEN $1 $3\" > \"$(dirname \"$0\")/$INFAAS_WORKER_NAME.env\"\nexec sleep 600\n",
+            "#!/bin/sh\necho \"$INFAAS_WORKER_NAME $INFAAS_CLUSTER_TOKEN $INFAAS_WORKER_LISTEN $1 $2 $3\" > \"$(dirname \"$0\")/$INFAAS_WORKER_NAME.env\"\nexec sleep 600\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -386,7 +386,7 @@ mod tests {
         }
         assert_eq!(
             seen.trim(),
-            "worker-1 secret 127.0.0.1:0 --controller http://127.0.0.1:9"
+            "worker-1 secret 127.0.0.1:0 worker --controller http://127.0.0.1:9"
         );
         let pid = p.pid("worker-1").unwrap();
         assert!(alive(pid));
@@ -424,7 +424,7 @@ mod tests {
         let path = dir.path().join("stubborn");
         std::fs::write(
             &path,
-            "#!/bin/sh\ntrap '' TERM\nwhile :; do sleep 1; done\n",
+            "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
