@@ -161,6 +161,9 @@ pub struct AutoscaleConfig {
     /// Time a started worker has to send its first heartbeat before it counts as failed, in
     /// seconds.
     pub worker_start_timeout_secs: u64,
+    /// An instance whose observed p99 run time exceeds its profiled p99 by this factor is
+    /// Interfered (it leaves that state below 80% of the factor).
+    pub interference_factor: f64,
     /// The `infaas` binary the process provider starts (default: the running one).
     pub worker_binary: Option<PathBuf>,
     /// Cores each provisioned worker offers (default: all of the machine's).
@@ -190,6 +193,7 @@ impl Default for AutoscaleConfig {
             idle_cooldown_secs: 300.0,
             worker_stop_grace_secs: 30,
             worker_start_timeout_secs: 60,
+            interference_factor: 1.5,
             worker_binary: None,
             provisioned_worker_cores: None,
         }
@@ -227,6 +231,9 @@ impl AutoscaleConfig {
         }
         if self.min_workers > self.max_workers {
             return bad("min_workers must not be above max_workers");
+        }
+        if !(self.interference_factor.is_finite() && self.interference_factor > 1.0) {
+            return bad("interference_factor must be above 1");
         }
         if self.vertical_max_threads == 0 || self.migration_periods == 0 {
             return bad("vertical_max_threads and migration_periods must be at least 1");

@@ -422,11 +422,7 @@ mod tests {
     async fn a_child_that_ignores_sigterm_is_killed_after_the_grace_period() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stubborn");
-        std::fs::write(
-            &path,
-            "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n",
-        )
-        .unwrap();
+        std::fs::write(&path, "#!/bin/sh\ntrap '' TERM\nexec sleep 600\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut cfg = config(path.to_str().unwrap(), 1);

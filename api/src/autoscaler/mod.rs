@@ -246,6 +246,18 @@ impl Autoscaler {
         }
     }
 
+    /// Names of the workers the provider runs now.
+    pub async fn provisioned_workers(&self) -> Vec<String> {
+        match &self.provider {
+            Some(p) => p
+                .list()
+                .await
+                .map(|l| l.into_iter().map(|w| w.name).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
     fn scaling_config(&self) -> ScalingConfig {
         ScalingConfig {
             slack: self.cfg.slack,
@@ -273,10 +285,32 @@ impl Autoscaler {
         ))
     }
 
+    /// The snapshot as the model policies see it: workers the provider started count as fully
+    /// busy, so new instances go to the permanent workers while they have room and scale-in
+    /// empties provisioned workers first (the worker autoscaler then stops them).
+    fn policy_snapshot(&self) -> Arc<Snapshot> {
+        let snapshot = self.state.cluster.snapshot();
+        let provisioned: Vec<String> = lock(&self.book).provisioned.keys().cloned().collect();
+        if provisioned.is_empty() {
+            return snapshot;
+        }
+        let ids = self.state.cluster.worker_ids_by_name();
+        let mut s = (*snapshot).clone();
+        for name in &provisioned {
+            let Some(w) = ids.get(name).and_then(|id| s.worker_index(id)) else {
+                continue;
+            };
+            let e = &s.workers()[w];
+            let (cores, memory) = (e.cores_used, e.memory_used);
+            let _ = s.set_worker_usage(w, cores, memory, 1.0);
+        }
+        Arc::new(s)
+    }
+
     /// One model-autoscaler period.
     fn model_period(self: &Arc<Self>) {
         let now = Instant::now();
-        let snapshot = self.state.cluster.snapshot();
+        let snapshot = self.policy_snapshot();
         let arrivals = self.state.cluster.demand.take();
         let elapsed = {
             let mut last = lock(&self.last_take);

@@ -265,7 +265,11 @@ impl Cluster {
                 memory_gb_per_s: config.prices.memory_gb_per_s,
                 gpu_per_s: config.prices.gpu_per_s,
             },
-            thresholds: Thresholds::default(),
+            thresholds: Thresholds {
+                enter_interference: config.autoscale.interference_factor,
+                exit_interference: 0.8 * config.autoscale.interference_factor,
+                ..Thresholds::default()
+            },
             heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
             local: local.clone(),
             workers: RwLock::new(HashMap::new()),
