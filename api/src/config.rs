@@ -649,6 +649,53 @@ mod tests {
     }
 
     #[test]
+    fn autoscale_settings_layer_and_are_checked() {
+        let c = Config::load(&Overrides::default()).unwrap();
+        assert!(c.autoscale.enabled, "on by default");
+        assert_eq!(c.autoscale.worker_provider, WorkerProviderKind::Process);
+        assert_eq!(
+            (c.autoscale.slack, c.autoscale.model_interval_ms),
+            (1.05, 1000)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "worker_name = \"w-7\"\n[autoscale]\nslack = 1.2\nscale_down = 2.0\nworker_provider = \"none\"\nmax_workers = 6\n",
+        )
+        .unwrap();
+        let t = T::try_parse_from([
+            "t",
+            "--config",
+            file.to_str().unwrap(),
+            "--worker-provider",
+            "kubernetes",
+            "--autoscale",
+            "false",
+            "--max-workers",
+            "3",
+        ])
+        .unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.worker_name.as_deref(), Some("w-7"));
+        assert_eq!((c.autoscale.slack, c.autoscale.scale_down), (1.2, 2.0));
+        assert_eq!(c.autoscale.worker_provider, WorkerProviderKind::Kubernetes);
+        assert!(!c.autoscale.enabled);
+        assert_eq!(c.autoscale.max_workers, 3);
+        // Inconsistent thresholds name the key.
+        std::fs::write(&file, "[autoscale]\nslack = 2.0\nscale_down = 1.5\n").unwrap();
+        let t = T::try_parse_from(["t", "--config", file.to_str().unwrap()]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("scale_down"), "{err}");
+        let t = T::try_parse_from(["t", "--min-workers", "5", "--max-workers", "2"]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("min_workers"), "{err}");
+        std::fs::write(&file, "[autoscale]\nslak = 2.0\n").unwrap();
+        let err = Config::from_file(&file).unwrap_err().to_string();
+        assert!(err.contains("slak"), "{err}");
+    }
+
+    #[test]
     fn every_override_reads_an_infaas_variable() {
         let names = env_names();
         assert!(names.contains(&"INFAAS_DATABASE_URL".to_string()));

@@ -127,17 +127,14 @@ fn make_provider(
             (None, None)
         }
         WorkerProviderKind::Process => {
-            let binary = match a
-                .worker_binary
-                .clone()
-                .map(Ok)
-                .unwrap_or_else(std::env::current_exe)
-            {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot find the infaas binary for worker processes; set autoscale.worker_binary");
-                    return (None, None);
-                }
+            // The running binary is `infaas` itself unless embedded elsewhere (a test
+            // harness): then the binary must be configured.
+            let running = std::env::current_exe()
+                .ok()
+                .filter(|p| p.file_stem().is_some_and(|s| s == "infaas"));
+            let Some(binary) = a.worker_binary.clone().or(running) else {
+                tracing::error!("the running program is not the infaas binary: set autoscale.worker_binary to start worker processes");
+                return (None, None);
             };
             let mut p = ProcessConfig::new(
                 binary,
