@@ -132,13 +132,29 @@ pub fn resolve(
     claims: &mut Claims,
     threads_of: impl Fn(usize) -> usize,
 ) -> Resolution {
-    let job = |action, variant, worker, steps| {
+    let planned = match a.kind {
+        ActionKind::Replicate { worker, .. }
+        | ActionKind::Upgrade { worker, .. }
+        | ActionKind::Downgrade { worker, .. } => Some(worker),
+        ActionKind::Migrate { to_worker, .. } => Some(to_worker),
+        _ => None,
+    };
+    let job = |action: &'static str, variant: usize, worker: usize, steps: Vec<Step>| {
+        let mut reason = a.reason.clone();
+        if planned.is_some_and(|p| p != worker) {
+            // The policy counts room only; a worker runs one instance of a variant.
+            reason.push_str(&format!(
+                "; placed on worker {} (the planned one already runs {} or has no room left)",
+                s.workers()[worker].id,
+                s.variants()[variant].name
+            ));
+        }
         Resolution::Run(Job {
             action,
             variant,
             worker,
             steps,
-            reason: a.reason.clone(),
+            reason,
             cost_before_per_s: a.cost_before_per_s,
             cost_after_per_s: a.cost_after_per_s,
         })
@@ -376,7 +392,11 @@ mod tests {
         assert_eq!(j.action, "replicate");
         assert_eq!(j.steps, [load("w2", "v0")]);
         assert_eq!((j.cost_before_per_s, j.cost_after_per_s), (1.0, 2.0));
-        assert_eq!(j.reason, "why");
+        assert!(
+            j.reason.starts_with("why; placed on worker w2"),
+            "{}",
+            j.reason
+        );
         // A second replica in the same period goes elsewhere again.
         let j = run(resolve(
             &s,
@@ -425,6 +445,7 @@ mod tests {
             |_| 1,
         ));
         assert_eq!(j.action, "upgrade");
+        assert_eq!(j.reason, "why", "placed where planned");
         assert_eq!((j.variant, j.worker), (1, 0));
         assert_eq!(j.steps, [load("w0", "v1"), unload("w0", "v0")]);
         // w0 has 4 cores: 2 are claimed, a second v1 cannot go there (it hosts v1 now) and
