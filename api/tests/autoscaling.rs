@@ -237,6 +237,9 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     cfg.heartbeat_timeout_ms = 3000;
     cfg.prices = PRICES;
     cfg.log_level = "warn".into();
+    // Profiles steady enough to choose the phases' rates from.
+    cfg.profile_runs = 20;
+    cfg.profile_max_ms_per_batch = 200;
     cfg.autoscale = AutoscaleConfig {
         enabled: true,
         model_interval_ms: 1000,
@@ -269,13 +272,16 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         all.iter().map(|v| (v.name.clone(), v.clone())).collect();
     let cheapest = all.iter().map(|v| v.rate).fold(f64::INFINITY, f64::min);
     let p_max = all.iter().map(|v| v.peak).fold(0.0, f64::max);
-    // The dearest file's batch-1 variant: where the application starts.
-    let dear = all
+    // The dearest file's smallest-batch variant whose profile is not an outlier of a busy
+    // machine: where the application starts.
+    let dear_rate = all.iter().map(|v| v.rate).fold(0.0, f64::max);
+    let mut dear_file: Vec<&Variant> = all.iter().filter(|v| v.rate == dear_rate).collect();
+    dear_file.sort_by_key(|v| v.max_batch);
+    let dear = dear_file
         .iter()
-        .filter(|v| v.max_batch == 1)
-        .max_by(|a, b| a.rate.total_cmp(&b.rate))
-        .unwrap()
-        .clone();
+        .find(|v| v.peak >= 4000.0)
+        .map(|v| (*v).clone())
+        .unwrap_or_else(|| panic!("no usable profile: {all:#?}"));
     assert!(
         dear.rate > cheapest * 1.01,
         "the files do not differ in price: {all:#?}"
@@ -362,9 +368,7 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     let s = Duration::from_secs;
 
     // Low: the dear variant has far more headroom than needed: downgraded.
-    let low = (dear.peak / (4.0 * SLACK))
-        .min(cheap_b1.peak / (2.0 * SLACK))
-        .max(0.5);
+    let low = (dear.peak.min(cheap_b1.peak) / (4.0 * SLACK)).max(0.5);
     ramp.phase(low, s(3), s(20), &["downgrade"]).await;
     // Mid: 1.3 x the cheap batch-1 variant's saturation throughput: an upgrade to a faster
     // variant of the cheapest file.
@@ -427,6 +431,21 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         .find(|e| e["action"] == "remove-worker")
         .unwrap();
     assert_eq!(added["worker"], removed["worker"]);
+    // The exact planner solved the ILP on the way and recorded greedy's gap.
+    let metrics = p
+        .http
+        .get(format!("{}/metrics", p.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gap = metrics
+        .lines()
+        .find(|l| l.starts_with("infaas_autoscaler_greedy_gap_ratio"))
+        .unwrap_or_else(|| panic!("no gap recorded: {metrics}"));
+    println!("exact planner: {gap}");
     let provider_workers = p
         .server
         .autoscaler
