@@ -456,3 +456,127 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     assert!(provider_workers.is_empty(), "{provider_workers:?}");
     p.stop().await;
 }
+
+/// Vertical scaling through a worker process: a worker started with `INFAAS_WORKER_NAME`
+/// registers under that name; an instance loaded there is resized to more intra-op threads
+/// over `POST /cluster/resize` while queries keep being answered, and the worker's heartbeat
+/// reports the new thread count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_resizes_an_instance_while_serving() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.worker_cores = Some(2);
+    // The embedded worker holds nothing: queries go to the worker process.
+    cfg.worker_thread_budget = Some(0);
+    let objects = cfg.object_store.clone().unwrap();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(
+        &t,
+        &Registration::zoo("digits-mlp-m", APP).text("max_batch", "1"),
+    )
+    .await;
+    p.wait_ready(&t, "digits-mlp-m", Duration::from_secs(180))
+        .await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .args([
+            "--object-store",
+            &objects,
+            "--worker-thread-budget",
+            "4",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--ort-dylib-path")
+        .arg(&ort)
+        .args(["worker", "--controller", &p.base])
+        .env("INFAAS_CLUSTER_TOKEN", &p.server.state.cluster_token)
+        .env("INFAAS_WORKER_NAME", "resize-me")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Reap<'a>(&'a mut std::process::Child);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _reap = Reap(&mut child);
+    let cluster = p.server.state.cluster.clone();
+    let start = Instant::now();
+    let worker = loop {
+        if let Some(id) = cluster.worker_ids_by_name().get("resize-me") {
+            break id.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the worker did not register"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Load the one-thread variant of the optimised file there.
+    let served = cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.model == "digits-mlp-m" && s.entry.variant.threads == 1)
+        .unwrap()
+        .clone();
+    let v = &served.entry.variant;
+    let req = LoadRequest {
+        variant_id: v.id.clone(),
+        variant_name: v.name.clone(),
+        object_key: served.entry.object_key.clone(),
+        hardware: v.hardware,
+        threads: v.threads,
+        max_batch: v.max_batch,
+        memory_bytes: v.memory_bytes.unwrap_or(0) as u64,
+    };
+    let handle = cluster.handle(&worker).unwrap();
+    handle.load(&req).await.unwrap();
+    cluster.loaded(&worker, &req);
+    let query = json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": vec![0.5; 64]}]});
+    let infer = || async {
+        let a = p
+            .send(
+                p.http
+                    .post(format!("{}/v1/apps/{APP}/infer", p.base))
+                    .bearer_auth(&t.token)
+                    .json(&query),
+            )
+            .await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        assert_eq!(a.body["variant"], v.name.as_str(), "{}", a.text);
+    };
+    infer().await;
+    // Resize while queries keep coming.
+    let (resized, _) = tokio::join!(handle.resize(&v.id, 2), async {
+        for _ in 0..20 {
+            infer().await;
+        }
+    });
+    assert!(resized.unwrap() > 0.0, "a new session was loaded");
+    cluster.resized(&worker, &v.id, 2);
+    infer().await;
+    // The worker's own heartbeat reports two threads.
+    let start = Instant::now();
+    loop {
+        let w = p.get(&t, "/v1/workers").await;
+        let threads = w.body["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "resize-me")
+            .and_then(|w| w["instances"][0]["threads"].as_u64());
+        if threads == Some(2) && start.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", w.text);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // More threads than the worker's budget: refused, and the instance keeps serving.
+    assert!(handle.resize(&v.id, 8).await.is_err());
+    infer().await;
+    p.stop().await;
+}
