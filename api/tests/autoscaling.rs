@@ -536,18 +536,32 @@ async fn a_worker_process_resizes_an_instance_while_serving() {
     let handle = cluster.handle(&worker).unwrap();
     handle.load(&req).await.unwrap();
     cluster.loaded(&worker, &req);
-    let query = json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": vec![0.5; 64]}]});
+    // Until the worker's own heartbeat reports it (one sent before the load may still come).
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let w = p.get(&t, "/v1/workers").await;
+        let reported = w.body["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "resize-me")
+            .is_some_and(|w| w["instances"][0]["variant"] == v.name.as_str());
+        if reported && start.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", w.text);
+    }
+    // Queries straight to the worker's instance (the query path might pick another variant).
+    let input = infaas_core::Tensor::new(
+        "input",
+        vec![1, 64],
+        infaas_core::TensorData::Fp32(vec![0.5; 64]),
+    )
+    .unwrap();
     let infer = || async {
-        let a = p
-            .send(
-                p.http
-                    .post(format!("{}/v1/apps/{APP}/infer", p.base))
-                    .bearer_auth(&t.token)
-                    .json(&query),
-            )
-            .await;
-        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
-        assert_eq!(a.body["variant"], v.name.as_str(), "{}", a.text);
+        let out = handle.infer(&v.id, vec![input.clone()]).await.unwrap();
+        assert_eq!(out[0].shape[0], 1);
     };
     infer().await;
     // Resize while queries keep coming.

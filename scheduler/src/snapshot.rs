@@ -3,8 +3,7 @@
 //! Everything is addressed by index (`usize` into the snapshot's vectors) so the hot path never
 //! hashes an id; the only hashed look-ups are tenant, application and model names. Indexes kept
 //! beside the vectors:
-//! - (tenant, app) -> variant indices, sorted by accuracy (descending), then by p99 at batch 1,
-//!   then by max batch (smallest first);
+//! - (tenant, app) -> variant indices, sorted by accuracy (descending), then by p99 at batch 1;
 //! - (tenant, model) -> variant indices, in the same order;
 //! - variant -> its instances on live workers; worker -> its instances;
 //! - hardware kind -> live workers that have it.
@@ -337,7 +336,6 @@ impl SnapshotBuilder {
             vb.accuracy
                 .total_cmp(&va.accuracy)
                 .then(va.latency_ms(1).total_cmp(&vb.latency_ms(1)))
-                .then(va.max_batch.cmp(&vb.max_batch))
                 .then(a.cmp(b))
         };
         for t in s.tenants.values_mut() {

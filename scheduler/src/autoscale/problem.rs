@@ -74,7 +74,19 @@ impl<'a> ScalingInput<'a> {
         let mut running = Vec::new();
         let mut families = Vec::with_capacity(demands.len());
         for d in demands {
-            let variants = s.model_variants(d.tenant, d.model).to_vec();
+            // The snapshot's order (accuracy, then latency at batch 1), then the smallest max
+            // batch: among equally good options the policies take the first, and a variant
+            // for small batches is the natural floor to scale up from.
+            let mut variants = s.model_variants(d.tenant, d.model).to_vec();
+            let all = s.variants();
+            variants.sort_by(|&a, &b| {
+                let (va, vb) = (&all[a], &all[b]);
+                vb.accuracy
+                    .total_cmp(&va.accuracy)
+                    .then(va.latency_ms(1).total_cmp(&vb.latency_ms(1)))
+                    .then(va.max_batch.cmp(&vb.max_batch))
+                    .then(a.cmp(&b))
+            });
             let mut served = 0.0;
             for &v in &variants {
                 for &i in s.variant_instances(v) {
