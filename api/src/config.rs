@@ -102,6 +102,163 @@ pub struct Config {
     pub kubernetes_worker_selector: String,
     /// Most replicas the `kubernetes` provider scales the worker Deployment to.
     pub kubernetes_max_workers: u32,
+    /// Autoscaling loops and worker provider (see README "Autoscaling").
+    pub autoscale: AutoscaleConfig,
+}
+
+/// How the controller starts and stops workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkerProviderKind {
+    /// `infaas worker` child processes on the controller's machine.
+    #[default]
+    Process,
+    /// Pods of a Kubernetes Deployment.
+    Kubernetes,
+    /// No worker is added or removed (the worker autoscaler only logs its decisions).
+    None,
+}
+
+impl WorkerProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerProviderKind::Process => "process",
+            WorkerProviderKind::Kubernetes => "kubernetes",
+            WorkerProviderKind::None => "none",
+        }
+    }
+}
+
+/// Settings of the autoscaling loops (`[autoscale]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoscaleConfig {
+    /// Whether the loops run at all.
+    pub enabled: bool,
+    /// Period of the model autoscaler (replicate, upgrade, remove, downgrade; vertical
+    /// scaling; migration), in milliseconds.
+    pub model_interval_ms: u64,
+    /// Period of the worker autoscaler, in milliseconds.
+    pub worker_interval_ms: u64,
+    /// Period of the exact (ILP) planner, in milliseconds (0: never).
+    pub exact_interval_ms: u64,
+    /// The exact planner's plan is carried out when greedy's objective is worse than the
+    /// optimum by more than this fraction.
+    pub exact_apply_gap: f64,
+    /// Minimum headroom (saturation throughput / load) of a model; below it, scale up.
+    pub slack: f64,
+    /// Headroom above which a model considers removing replicas or downgrading.
+    pub scale_down: f64,
+    /// Weight of load time against hardware cost in the objective, per second.
+    pub lambda_per_s: f64,
+    /// Vertical (more intra-op threads) scaling of overloaded CPU instances first.
+    pub vertical: bool,
+    /// Most intra-op threads vertical scaling gives one instance.
+    pub vertical_max_threads: usize,
+    /// Periods of stable load after which scaled-up instances return to base threads.
+    pub stable_periods: usize,
+    /// Consecutive Interfered periods before an instance is migrated.
+    pub migration_periods: usize,
+    /// How workers are started and stopped: `process`, `kubernetes` or `none`.
+    pub worker_provider: WorkerProviderKind,
+    /// Utilisation above which a hardware kind counts as busy on a worker.
+    pub worker_utilisation: f64,
+    /// Fraction of workers with Overloaded instances above which a worker is added.
+    pub overloaded_fraction: f64,
+    /// Workers (besides the controller's embedded one) that are never stopped.
+    pub min_workers: usize,
+    /// Most workers a provider runs.
+    pub max_workers: usize,
+    /// A provisioned worker without instances for this long is stopped, in seconds.
+    pub idle_cooldown_secs: f64,
+    /// Time a stopped worker gets to finish its queued requests before it is killed, in
+    /// seconds.
+    pub worker_stop_grace_secs: u64,
+    /// Time a started worker has to send its first heartbeat before it counts as failed, in
+    /// seconds.
+    pub worker_start_timeout_secs: u64,
+    /// An instance whose observed p99 run time exceeds its profiled p99 by this factor is
+    /// Interfered (it leaves that state below 80% of the factor).
+    pub interference_factor: f64,
+    /// The `infaas` binary the process provider starts (default: the running one).
+    pub worker_binary: Option<PathBuf>,
+    /// Cores each provisioned worker offers (default: all of the machine's).
+    pub provisioned_worker_cores: Option<usize>,
+}
+
+impl Default for AutoscaleConfig {
+    fn default() -> Self {
+        AutoscaleConfig {
+            enabled: true,
+            model_interval_ms: 1000,
+            worker_interval_ms: 2000,
+            exact_interval_ms: 30_000,
+            exact_apply_gap: 0.05,
+            slack: 1.05,
+            scale_down: 1.5,
+            lambda_per_s: 0.1,
+            vertical: true,
+            vertical_max_threads: 16,
+            stable_periods: 5,
+            migration_periods: 3,
+            worker_provider: WorkerProviderKind::Process,
+            worker_utilisation: 0.8,
+            overloaded_fraction: 0.8,
+            min_workers: 0,
+            max_workers: 4,
+            idle_cooldown_secs: 300.0,
+            worker_stop_grace_secs: 30,
+            worker_start_timeout_secs: 60,
+            interference_factor: 1.5,
+            worker_binary: None,
+            provisioned_worker_cores: None,
+        }
+    }
+}
+
+impl AutoscaleConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(format!("autoscale: {m}")));
+        if self.model_interval_ms < 10 || self.worker_interval_ms < 10 {
+            return bad("model_interval_ms and worker_interval_ms must be at least 10");
+        }
+        if !(self.slack.is_finite() && self.slack >= 1.0) {
+            return bad("slack must be a number of at least 1");
+        }
+        if !(self.scale_down.is_finite() && self.scale_down > self.slack) {
+            return bad("scale_down must be above slack");
+        }
+        if !(self.lambda_per_s.is_finite() && self.lambda_per_s >= 0.0) {
+            return bad("lambda_per_s must not be negative");
+        }
+        if !(self.exact_apply_gap.is_finite() && self.exact_apply_gap >= 0.0) {
+            return bad("exact_apply_gap must not be negative");
+        }
+        for (name, v) in [
+            ("worker_utilisation", self.worker_utilisation),
+            ("overloaded_fraction", self.overloaded_fraction),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return bad(&format!("{name} must be a fraction in [0, 1]"));
+            }
+        }
+        if !(self.idle_cooldown_secs.is_finite() && self.idle_cooldown_secs >= 0.0) {
+            return bad("idle_cooldown_secs must not be negative");
+        }
+        if self.min_workers > self.max_workers {
+            return bad("min_workers must not be above max_workers");
+        }
+        if !(self.interference_factor.is_finite() && self.interference_factor > 1.0) {
+            return bad("interference_factor must be above 1");
+        }
+        if self.vertical_max_threads == 0 || self.migration_periods == 0 {
+            return bad("vertical_max_threads and migration_periods must be at least 1");
+        }
+        if self.provisioned_worker_cores == Some(0) {
+            return bad("provisioned_worker_cores must be at least 1");
+        }
+        Ok(())
+    }
 }
 
 /// Hardware prices in dollars per second.
@@ -165,6 +322,7 @@ impl Default for Config {
             kubernetes_worker_deployment: "infaas-worker".into(),
             kubernetes_worker_selector: "app.kubernetes.io/name=infaas-worker".into(),
             kubernetes_max_workers: 8,
+            autoscale: AutoscaleConfig::default(),
         }
     }
 }
@@ -250,6 +408,21 @@ pub struct Overrides {
     pub kubernetes_worker_selector: Option<String>,
     #[arg(long, env = "INFAAS_KUBERNETES_MAX_WORKERS", global = true)]
     pub kubernetes_max_workers: Option<u32>,
+    /// Run the autoscaling loops (`autoscale.enabled`).
+    #[arg(long, env = "INFAAS_AUTOSCALE", global = true)]
+    pub autoscale: Option<bool>,
+    /// `autoscale.worker_provider`.
+    #[arg(long, env = "INFAAS_WORKER_PROVIDER", global = true, value_enum)]
+    pub worker_provider: Option<WorkerProviderKind>,
+    /// `autoscale.min_workers`.
+    #[arg(long, env = "INFAAS_MIN_WORKERS", global = true)]
+    pub min_workers: Option<usize>,
+    /// `autoscale.max_workers`.
+    #[arg(long, env = "INFAAS_MAX_WORKERS", global = true)]
+    pub max_workers: Option<usize>,
+    /// `autoscale.idle_cooldown_secs`.
+    #[arg(long, env = "INFAAS_WORKER_COOLDOWN_SECS", global = true)]
+    pub worker_cooldown_secs: Option<f64>,
 }
 
 /// Why the configuration could not be loaded.
@@ -327,6 +500,22 @@ impl Config {
             simulated_gpu_profile,
             kubernetes_namespace
         );
+        let a = &mut cfg.autoscale;
+        if let Some(v) = o.autoscale {
+            a.enabled = v;
+        }
+        if let Some(v) = o.worker_provider {
+            a.worker_provider = v;
+        }
+        if let Some(v) = o.min_workers {
+            a.min_workers = v;
+        }
+        if let Some(v) = o.max_workers {
+            a.max_workers = v;
+        }
+        if let Some(v) = o.worker_cooldown_secs {
+            a.idle_cooldown_secs = v;
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -402,7 +591,14 @@ impl Config {
                 "max_body_bytes must be at least 1024".into(),
             ));
         }
-        Ok(())
+        if self
+            .worker_name
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty())
+        {
+            return Err(ConfigError::Invalid("worker_name must not be empty".into()));
+        }
+        self.autoscale.validate()
     }
 
     /// CPU cores the embedded worker offers.
@@ -564,6 +760,53 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("kubernetes_worker_selector"));
+    }
+
+    #[test]
+    fn autoscale_settings_layer_and_are_checked() {
+        let c = Config::load(&Overrides::default()).unwrap();
+        assert!(c.autoscale.enabled, "on by default");
+        assert_eq!(c.autoscale.worker_provider, WorkerProviderKind::Process);
+        assert_eq!(
+            (c.autoscale.slack, c.autoscale.model_interval_ms),
+            (1.05, 1000)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "worker_name = \"w-7\"\n[autoscale]\nslack = 1.2\nscale_down = 2.0\nworker_provider = \"none\"\nmax_workers = 6\n",
+        )
+        .unwrap();
+        let t = T::try_parse_from([
+            "t",
+            "--config",
+            file.to_str().unwrap(),
+            "--worker-provider",
+            "kubernetes",
+            "--autoscale",
+            "false",
+            "--max-workers",
+            "3",
+        ])
+        .unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.worker_name.as_deref(), Some("w-7"));
+        assert_eq!((c.autoscale.slack, c.autoscale.scale_down), (1.2, 2.0));
+        assert_eq!(c.autoscale.worker_provider, WorkerProviderKind::Kubernetes);
+        assert!(!c.autoscale.enabled);
+        assert_eq!(c.autoscale.max_workers, 3);
+        // Inconsistent thresholds name the key.
+        std::fs::write(&file, "[autoscale]\nslack = 2.0\nscale_down = 1.5\n").unwrap();
+        let t = T::try_parse_from(["t", "--config", file.to_str().unwrap()]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("scale_down"), "{err}");
+        let t = T::try_parse_from(["t", "--min-workers", "5", "--max-workers", "2"]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("min_workers"), "{err}");
+        std::fs::write(&file, "[autoscale]\nslak = 2.0\n").unwrap();
+        let err = Config::from_file(&file).unwrap_err().to_string();
+        assert!(err.contains("slak"), "{err}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod autoscaler;
 pub mod client;
 pub mod cluster;
 pub mod config;

@@ -31,6 +31,7 @@ use crate::routes;
         routes::infer::infer_model,
         routes::cluster::workers,
         routes::cluster::usage,
+        routes::scaling::scaling_events,
         routes::jobs::submit,
         routes::jobs::list,
         routes::jobs::show,

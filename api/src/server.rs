@@ -122,6 +122,10 @@ pub fn router(state: AppState) -> Router {
         .route("/apps", get(routes::models::list_apps))
         .route("/apps/{app}", get(routes::models::show_app))
         .route("/apps/{app}/usage", get(routes::cluster::usage))
+        .route(
+            "/apps/{app}/scaling-events",
+            get(routes::scaling::scaling_events),
+        )
         .route("/apps/{app}/infer", post(routes::infer::infer_app))
         .route("/models/{name}/infer", post(routes::infer::infer_model))
         .route("/workers", get(routes::cluster::workers))
@@ -213,6 +217,8 @@ pub struct Server {
     pub addr: std::net::SocketAddr,
     pub state: AppState,
     pub shutdown: CancellationToken,
+    /// The autoscaling loops (`None` when `autoscale.enabled` is off).
+    pub autoscaler: Option<Arc<crate::autoscaler::Autoscaler>>,
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
@@ -228,6 +234,8 @@ impl Server {
         let shutdown = CancellationToken::new();
         crate::registry::Registry::start(state.clone(), shutdown.clone());
         tokio::spawn(state.cluster.clone().run(shutdown.clone()));
+        let autoscaler =
+            crate::autoscaler::Autoscaler::start(state.clone(), addr, shutdown.clone());
         tokio::spawn(crate::jobs::runner::JobRunner::new(state.clone()).run(shutdown.clone()));
         tokio::spawn(state.usage.clone().run(
             state.db.clone(),
@@ -245,6 +253,7 @@ impl Server {
             addr,
             state,
             shutdown,
+            autoscaler,
             handle,
         })
     }
@@ -252,6 +261,9 @@ impl Server {
     /// Stops accepting, lets in-flight requests finish (up to `grace`), closes the database.
     pub async fn stop(self, grace: Duration) -> anyhow::Result<()> {
         self.shutdown.cancel();
+        if let Some(a) = &self.autoscaler {
+            a.shutdown().await;
+        }
         let db = self.state.db.clone();
         let mut handle = self.handle;
         match tokio::time::timeout(grace, &mut handle).await {

@@ -280,6 +280,12 @@ pub async fn serve(
                 "the selection pointed outside its snapshot"
             )));
         };
+        if attempt == 0 {
+            state
+                .cluster
+                .demand
+                .record(&v.id, rows, req.latency_ms, req.min_accuracy);
+        }
         let served = state.cluster.served(&v.id).ok_or_else(|| {
             ApiError::Unavailable(format!("variant '{}' was just removed; retry", v.name))
         })?;
@@ -296,6 +302,10 @@ pub async fn serve(
                 .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
                 .await
             {
+                // Unloaded on purpose (scaled down or replaced): go elsewhere.
+                Err(CallError::NotLoaded) if state.cluster.is_draining(&w.id, &v.id) => {
+                    Err(CallError::NotLoaded)
+                }
                 // Evicted since the snapshot was taken: load it again.
                 Err(CallError::NotLoaded) => {
                     let lr = load_request(&served);

@@ -29,6 +29,7 @@ const FOREIGN_ID_ROUTES: &[(&str, &str, Option<&str>)] = &[
     ("GET", "/v1/models/{model}", None),
     ("GET", "/v1/apps/{app}", None),
     ("GET", "/v1/apps/{app}/usage", None),
+    ("GET", "/v1/apps/{app}/scaling-events", None),
     ("POST", "/v1/models/{model}/infer", Some(INFER_BODY)),
     ("POST", "/v1/apps/{app}/infer", Some(INFER_BODY)),
     ("GET", "/v2/models/{model}", None),

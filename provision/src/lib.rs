@@ -7,6 +7,7 @@
 
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod process;
 
 use async_trait::async_trait;
 use infaas_core::HardwareKind;

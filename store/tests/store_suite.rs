@@ -6,7 +6,9 @@ mod common;
 
 use bytes::Bytes;
 use infaas_core::{Quotas, Role};
-use infaas_store::{Db, DbKind, NewChunk, NewJob, ObjectRecord, StoreError, UsageRow};
+use infaas_store::{
+    Db, DbKind, NewChunk, NewJob, NewScalingEvent, ObjectRecord, StoreError, UsageRow,
+};
 
 use common::backends::{on_both_pairs, Backends};
 use common::{generated_stream, open, stream_digest, Stores};
@@ -23,6 +25,7 @@ on_both_pairs!(
     failed_upload_leaves_nothing,
     job_chunks_count_once,
     usage_keeps_the_slo_range,
+    scaling_events_by_app,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -627,4 +630,97 @@ async fn usage_keeps_the_slo_range(b: &Backends) {
     assert_eq!((plain[0].slo_min_ms, plain[0].slo_max_ms), (None, None));
     assert_eq!(db.tenant_usage(&beta.id, 0).await.unwrap().len(), 1);
     assert!(db.tenant_usage(&acme.id, 200_000).await.unwrap().is_empty());
+}
+
+async fn scaling_events_by_app(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    let beta = db.create_tenant("beta", Quotas::default()).await.unwrap();
+    for (id, tenant) in [("app-a", &acme.id), ("app-b", &beta.id)] {
+        sqlx::query(
+            "INSERT INTO applications (id, tenant_id, name, created_at) VALUES ($1, $2, 'digits', 0)",
+        )
+        .bind(id)
+        .bind(tenant)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    }
+    let event = |tenant: &str, action: &str, at: i64| NewScalingEvent {
+        tenant_id: Some(tenant.to_string()),
+        app: Some("digits".into()),
+        variant_id: Some("v-1".into()),
+        worker: Some("worker-1".into()),
+        action: action.into(),
+        reason: format!("{action} because"),
+        cost_before_per_s: 1.0,
+        cost_after_per_s: 2.5,
+        created_at_ms: at,
+    };
+    db.add_scaling_event(&event(&acme.id, "replicate", 1000))
+        .await
+        .unwrap();
+    db.add_scaling_event(&event(&acme.id, "upgrade", 2000))
+        .await
+        .unwrap();
+    db.add_scaling_event(&event(&beta.id, "downgrade", 1500))
+        .await
+        .unwrap();
+    // An event of no tenant (a worker nobody's load asked for).
+    db.add_scaling_event(&NewScalingEvent {
+        tenant_id: None,
+        app: None,
+        variant_id: None,
+        ..event(&acme.id, "add-worker", 1200)
+    })
+    .await
+    .unwrap();
+
+    let got = db
+        .app_scaling_events(&acme.id, "digits", 0, 10)
+        .await
+        .unwrap();
+    let actions: Vec<&str> = got.iter().map(|e| e.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        ["upgrade", "replicate"],
+        "newest first, acme's only"
+    );
+    assert_eq!(got[0].app.as_deref(), Some("digits"));
+    assert_eq!(got[0].variant.as_deref(), Some("v-1"));
+    assert_eq!(got[0].worker_id.as_deref(), Some("worker-1"));
+    assert_eq!(
+        (got[0].cost_before_per_s, got[0].cost_after_per_s),
+        (Some(1.0), Some(2.5))
+    );
+    assert_eq!(got[0].created_at_ms, 2000);
+    // Since and limit.
+    let since = db
+        .app_scaling_events(&acme.id, "digits", 1500, 10)
+        .await
+        .unwrap();
+    assert_eq!(since.len(), 1);
+    assert_eq!(
+        db.app_scaling_events(&acme.id, "digits", 0, 1)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // Another tenant's application of the same name, and an unknown application.
+    let theirs = db
+        .app_scaling_events(&beta.id, "digits", 0, 10)
+        .await
+        .unwrap();
+    assert_eq!(theirs.len(), 1);
+    assert_eq!(theirs[0].action, "downgrade");
+    assert!(db
+        .app_scaling_events(&acme.id, "nope", 0, 10)
+        .await
+        .unwrap()
+        .is_empty());
+    // The dashboard's list shows the tenant's events with their application.
+    let all = db.scaling_events(&acme.id, 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|e| e.app.as_deref() == Some("digits")));
 }

@@ -83,6 +83,9 @@ pub struct WorkerNode {
     cpu_sample: Mutex<Option<(Instant, f64)>>,
 }
 
+/// How long a replaced instance keeps accepting requests after a resize.
+const RETIRE_AFTER: Duration = Duration::from_millis(200);
+
 fn millis_since(start: Instant) -> u64 {
     start.elapsed().as_millis() as u64
 }
@@ -153,35 +156,7 @@ impl WorkerNode {
             return Err(WorkerError::NoHardware("gpu"));
         }
         self.make_room(&req).await?;
-        let bytes = self
-            .objects
-            .get_bytes(&req.object_key)
-            .await
-            .map_err(|source| WorkerError::Fetch {
-                key: req.object_key.clone(),
-                source,
-            })?;
-        let cfg = self.session_config(&req);
-        let started = Instant::now();
-        let engine = tokio::task::spawn_blocking(move || Engine::load(bytes.to_vec(), &cfg))
-            .await
-            .map_err(|e| WorkerError::Load {
-                variant: req.variant_name.clone(),
-                source: EngineError::Spawn(std::io::Error::other(e.to_string())),
-            })?
-            .map_err(|source| WorkerError::Load {
-                variant: req.variant_name.clone(),
-                source,
-            })?;
-        let load_ms = started.elapsed().as_secs_f64() * 1e3;
-        let instance = Instance::start(
-            engine,
-            BatcherConfig {
-                max_batch: req.max_batch.max(1),
-                max_queue_delay: self.cfg.max_queue_delay,
-                queue_capacity: self.cfg.queue_capacity_rows.max(req.max_batch),
-            },
-        );
+        let (instance, load_ms) = self.start_instance(&req).await?;
         tracing::info!(worker = %self.cfg.name, variant = %req.variant_name, load_ms, "variant loaded");
         let slot = Arc::new(Slot {
             instance,
@@ -195,6 +170,115 @@ impl WorkerNode {
             variant_id: req.variant_id,
             load_ms,
         })
+    }
+
+    /// Fetches the model file and starts an instance of it with `req`'s settings; returns it
+    /// with the load time in ms.
+    async fn start_instance(&self, req: &LoadRequest) -> Result<(Instance, f64), WorkerError> {
+        let bytes = self
+            .objects
+            .get_bytes(&req.object_key)
+            .await
+            .map_err(|source| WorkerError::Fetch {
+                key: req.object_key.clone(),
+                source,
+            })?;
+        let cfg = self.session_config(req);
+        let started = Instant::now();
+        let name = req.variant_name.clone();
+        let engine = tokio::task::spawn_blocking(move || Engine::load(bytes.to_vec(), &cfg))
+            .await
+            .map_err(|e| WorkerError::Load {
+                variant: name.clone(),
+                source: EngineError::Spawn(std::io::Error::other(e.to_string())),
+            })?
+            .map_err(|source| WorkerError::Load {
+                variant: name,
+                source,
+            })?;
+        let load_ms = started.elapsed().as_secs_f64() * 1e3;
+        let instance = Instance::start(
+            engine,
+            BatcherConfig {
+                max_batch: req.max_batch.max(1),
+                max_queue_delay: self.cfg.max_queue_delay,
+                queue_capacity: self.cfg.queue_capacity_rows.max(req.max_batch),
+            },
+        );
+        Ok((instance, load_ms))
+    }
+
+    /// Runs a loaded variant with `threads` intra-op threads from now on (vertical scaling): a
+    /// new session with `threads` threads is loaded while the old one keeps serving, then takes
+    /// its place; the old one finishes its queued requests and stops. A no-op when the
+    /// instance already has `threads`. Refuses a change the thread budget cannot hold.
+    pub async fn resize(
+        &self,
+        variant_id: &str,
+        threads: usize,
+    ) -> Result<LoadedReport, WorkerError> {
+        let _guard = self.load_lock.lock().await;
+        let old = self
+            .slot(variant_id)
+            .ok_or_else(|| WorkerError::NotLoaded(variant_id.to_string()))?;
+        let threads = threads.max(1);
+        if old.req.threads == threads {
+            return Ok(LoadedReport {
+                variant_id: variant_id.to_string(),
+                load_ms: 0.0,
+            });
+        }
+        let (used_threads, used_memory) = self.used();
+        let after = used_threads - old.req.threads + threads;
+        if old.req.hardware == HardwareKind::Cpu && after > self.cfg.thread_budget {
+            return Err(WorkerError::BudgetExceeded {
+                variant: old.req.variant_name.clone(),
+                threads: threads - old.req.threads.min(threads),
+                memory: 0,
+                free_threads: self.cfg.thread_budget.saturating_sub(used_threads),
+                free_memory: self.cfg.memory_budget_bytes.saturating_sub(used_memory),
+                thread_budget: self.cfg.thread_budget,
+                memory_budget: self.cfg.memory_budget_bytes,
+            });
+        }
+        let req = LoadRequest {
+            threads,
+            ..old.req.clone()
+        };
+        let (instance, load_ms) = self.start_instance(&req).await?;
+        let fresh = Arc::new(Slot {
+            instance,
+            req,
+            last_used: old.last_used.clone(),
+        });
+        let swapped = self.slots.lock().ok().and_then(|mut slots| {
+            // Unloaded meanwhile: keep it unloaded.
+            let current = slots.get_mut(variant_id)?;
+            Some(std::mem::replace(current, fresh.clone()))
+        });
+        match swapped {
+            Some(previous) => {
+                // Requests that took the old slot just before the swap still get in.
+                tokio::spawn(async move {
+                    tokio::time::sleep(RETIRE_AFTER).await;
+                    previous.instance.shutdown();
+                });
+                tracing::info!(worker = %self.cfg.name, variant = %old.req.variant_name, from = old.req.threads, to = threads, load_ms, "instance resized");
+                Ok(LoadedReport {
+                    variant_id: variant_id.to_string(),
+                    load_ms,
+                })
+            }
+            None => {
+                fresh.instance.shutdown();
+                Err(WorkerError::NotLoaded(variant_id.to_string()))
+            }
+        }
+    }
+
+    /// Intra-op threads of a loaded variant's instance.
+    pub fn threads_of(&self, variant_id: &str) -> Option<usize> {
+        self.slot(variant_id).map(|s| s.req.threads)
     }
 
     /// How to run a variant here: GPU variants on the simulated GPU when there is one.
@@ -286,7 +370,18 @@ impl WorkerNode {
             .ok_or_else(|| WorkerError::NotLoaded(variant_id.to_string()))?;
         slot.last_used
             .store(millis_since(self.started), Ordering::Relaxed);
-        Ok(slot.instance.infer(inputs).await?)
+        // A request that took the slot just before an unload finds its instance stopped:
+        // report the variant as gone (the caller loads it again or goes elsewhere).
+        match slot.instance.infer(inputs).await {
+            Err(InstanceError::Stopped)
+                if self
+                    .slot(variant_id)
+                    .is_none_or(|now| !Arc::ptr_eq(&now, &slot)) =>
+            {
+                Err(WorkerError::NotLoaded(variant_id.to_string()))
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Busy fraction of the cores since the last call, from the process's CPU time.

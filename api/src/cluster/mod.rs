@@ -126,6 +126,15 @@ impl WorkerHandle {
         }
     }
 
+    /// Runs `variant_id` with `threads` intra-op threads (the old session serves until the
+    /// new one is ready).
+    pub async fn resize(&self, variant_id: &str, threads: usize) -> Result<f64, CallError> {
+        match self {
+            WorkerHandle::Local(n) => Ok(n.resize(variant_id, threads).await?.load_ms),
+            WorkerHandle::Remote(r) => Ok(r.resize(variant_id, threads).await?.load_ms),
+        }
+    }
+
     pub async fn unload(&self, variant_id: &str) -> Result<(), CallError> {
         match self {
             WorkerHandle::Local(n) => {
@@ -245,7 +254,19 @@ pub struct Cluster {
     snapshot: RwLock<Arc<Snapshot>>,
     /// Refreshes run one at a time, so an older read never replaces a newer one.
     refreshing: tokio::sync::Mutex<()>,
+    /// Rows that arrived per variant, read by the autoscaler.
+    pub demand: crate::autoscaler::demand::DemandMeter,
+    /// Instances being unloaded (by id): out of the index so no new query goes there.
+    draining: Mutex<HashMap<String, Instant>>,
+    /// Workers being stopped (by id): out of the index so nothing new goes there.
+    draining_workers: Mutex<HashMap<String, Instant>>,
 }
+
+/// How long a drained instance or worker stays out of the index at most (a worker that still
+/// reports it after this is shown again).
+const DRAIN_TTL: Duration = Duration::from_secs(60);
+/// How long a drained instance stays out of the index at least.
+const DRAIN_MIN: Duration = Duration::from_secs(5);
 
 /// Instance ids in the index: `{worker id}/{variant id}`.
 pub fn instance_id(worker: &str, variant: &str) -> String {
@@ -261,7 +282,11 @@ impl Cluster {
                 memory_gb_per_s: config.prices.memory_gb_per_s,
                 gpu_per_s: config.prices.gpu_per_s,
             },
-            thresholds: Thresholds::default(),
+            thresholds: Thresholds {
+                enter_interference: config.autoscale.interference_factor,
+                exit_interference: 0.8 * config.autoscale.interference_factor,
+                ..Thresholds::default()
+            },
             heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
             local: local.clone(),
             workers: RwLock::new(HashMap::new()),
@@ -271,6 +296,9 @@ impl Cluster {
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
             refreshing: tokio::sync::Mutex::new(()),
             online: OnlineMeter::default(),
+            demand: Default::default(),
+            draining: Mutex::new(HashMap::new()),
+            draining_workers: Mutex::new(HashMap::new()),
         });
         if let Some(node) = local {
             cluster.upsert_worker(WorkerHandle::Local(node.clone()), node.heartbeat());
@@ -398,6 +426,133 @@ impl Cluster {
         self.rebuild();
     }
 
+    /// Takes an instance out of the index before it is unloaded: new queries go elsewhere
+    /// while those already sent finish.
+    pub fn drain_instance(&self, worker_id: &str, variant_id: &str) {
+        if let Ok(mut d) = self.draining.lock() {
+            d.insert(instance_id(worker_id, variant_id), Instant::now());
+        }
+        self.rebuild();
+    }
+
+    /// Whether an instance is being unloaded.
+    pub fn is_draining(&self, worker_id: &str, variant_id: &str) -> bool {
+        self.draining
+            .lock()
+            .is_ok_and(|d| d.contains_key(&instance_id(worker_id, variant_id)))
+    }
+
+    /// Records an unload that completed so the index forgets the instance at once.
+    pub fn unloaded(&self, worker_id: &str, variant_id: &str) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if let Some(pos) = w
+                    .beat
+                    .instances
+                    .iter()
+                    .position(|i| i.variant_id == variant_id)
+                {
+                    let i = w.beat.instances.remove(pos);
+                    w.beat.threads_used = w.beat.threads_used.saturating_sub(i.threads);
+                    w.beat.memory_used_bytes =
+                        w.beat.memory_used_bytes.saturating_sub(i.memory_bytes);
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Records a resize that completed (the instance's threads in the index).
+    pub fn resized(&self, worker_id: &str, variant_id: &str, threads: usize) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if let Some(i) = w
+                    .beat
+                    .instances
+                    .iter_mut()
+                    .find(|i| i.variant_id == variant_id)
+                {
+                    w.beat.threads_used =
+                        w.beat.threads_used - i.threads.min(w.beat.threads_used) + threads;
+                    i.threads = threads;
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Takes a worker out of the index before it is stopped.
+    pub fn drain_worker(&self, worker_id: &str) {
+        if let Ok(mut d) = self.draining_workers.lock() {
+            d.insert(worker_id.to_string(), Instant::now());
+        }
+        self.rebuild();
+    }
+
+    /// Intra-op threads of every instance as the workers last reported them, by instance id.
+    pub fn instance_threads(&self) -> HashMap<String, usize> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .flat_map(|s| {
+                        s.beat
+                            .instances
+                            .iter()
+                            .map(|i| (instance_id(&s.beat.worker.id, &i.variant_id), i.threads))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Live workers by name: `name -> id`.
+    pub fn worker_ids_by_name(&self) -> HashMap<String, String> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .filter(|s| s.alive)
+                    .map(|s| (s.beat.worker.name.clone(), s.beat.worker.id.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Names of workers by id (live or not).
+    pub fn worker_name(&self, worker_id: &str) -> Option<String> {
+        self.workers
+            .read()
+            .ok()?
+            .get(worker_id)
+            .map(|s| s.beat.worker.name.clone())
+    }
+
+    /// Forgets drains that are over: the worker no longer reports the instance, or the
+    /// worker is gone.
+    fn expire_drains(&self) {
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        if let Ok(mut d) = self.draining.lock() {
+            d.retain(|id, since| {
+                let reported = id.split_once('/').is_some_and(|(w, v)| {
+                    workers.get(w).is_some_and(|s| {
+                        s.alive && s.beat.instances.iter().any(|i| i.variant_id == v)
+                    })
+                });
+                // Kept a little past the unload: a heartbeat sent just before it must not
+                // bring the instance back.
+                since.elapsed() < DRAIN_MIN || (reported && since.elapsed() < DRAIN_TTL)
+            });
+        }
+        if let Ok(mut d) = self.draining_workers.lock() {
+            d.retain(|id, since| {
+                workers.get(id).is_some_and(|s| s.alive) && since.elapsed() < DRAIN_TTL
+            });
+        }
+    }
+
     /// Reloads the served variants from the database.
     pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
         let _one_at_a_time = self.refreshing.lock().await;
@@ -428,6 +583,7 @@ impl Cluster {
             workers.retain(|_, w| w.alive || w.last_seen.elapsed() < self.heartbeat_timeout * 20);
         }
         self.update_states();
+        self.expire_drains();
         self.rebuild();
     }
 
@@ -493,6 +649,12 @@ impl Cluster {
             return;
         };
         let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
+        let draining = self.draining.lock().map(|d| d.clone()).unwrap_or_default();
+        let draining_workers = self
+            .draining_workers
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default();
         let mut b = Snapshot::builder();
         let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
         served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
@@ -531,7 +693,7 @@ impl Cluster {
                 cores_used: w.beat.threads_used.saturating_sub(evictable.0),
                 memory_bytes: w.beat.worker.memory_budget_bytes,
                 memory_used: w.beat.memory_used_bytes.saturating_sub(evictable.1),
-                alive: w.alive,
+                alive: w.alive && !draining_workers.contains_key(&w.beat.worker.id),
                 utilisation: w.beat.utilisation,
             };
             if let Ok(idx) = b.add_worker(entry) {
@@ -552,6 +714,9 @@ impl Cluster {
                     continue;
                 };
                 let id = instance_id(&w.beat.worker.id, &i.variant_id);
+                if draining.contains_key(&id) {
+                    continue;
+                }
                 let state = states.get(&id).copied().unwrap_or(InstanceState::Active);
                 let counter = in_flight.remove(&id).unwrap_or_default();
                 if let Ok(idx) = snapshot.add_instance(InstanceEntry {

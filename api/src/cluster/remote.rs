@@ -72,6 +72,28 @@ impl RemoteWorker {
             .map_err(|e| RemoteError::Protocol(e.to_string()))
     }
 
+    /// Swaps the instance of `variant_id` for one with `threads` intra-op threads.
+    pub async fn resize(
+        &self,
+        variant_id: &str,
+        threads: usize,
+    ) -> Result<LoadedReport, RemoteError> {
+        let resp = self
+            .http
+            .post(format!("{}/cluster/resize", self.base))
+            .bearer_auth(&self.token)
+            .json(&serde_json::json!({ "variant_id": variant_id, "threads": threads }))
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .map_err(RemoteError::Unreachable)?;
+        Self::check(resp)
+            .await?
+            .json()
+            .await
+            .map_err(|e| RemoteError::Protocol(e.to_string()))
+    }
+
     pub async fn unload(&self, variant_id: &str) -> Result<(), RemoteError> {
         let resp = self
             .http

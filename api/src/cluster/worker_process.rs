@@ -91,6 +91,26 @@ async fn unload(
     axum::Json(serde_json::json!({ "unloaded": was })).into_response()
 }
 
+#[derive(serde::Deserialize)]
+struct ResizeRequest {
+    variant_id: String,
+    threads: usize,
+}
+
+async fn resize(
+    State(s): State<WorkerState>,
+    headers: HeaderMap,
+    axum::Json(req): axum::Json<ResizeRequest>,
+) -> Response {
+    if !authorised(&headers, &s.token) {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong cluster token");
+    }
+    match s.node.resize(&req.variant_id, req.threads).await {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(e) => worker_error(e),
+    }
+}
+
 async fn infer(
     State(s): State<WorkerState>,
     Path(variant_id): Path<String>,
@@ -156,14 +176,15 @@ pub async fn run(config: Config, controller: String) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", config.worker_listen))?;
     let addr = listener.local_addr()?;
     let id = uuid::Uuid::new_v4().to_string();
+    let name = config
+        .worker_name
+        .clone()
+        .unwrap_or_else(|| format!("worker-{}", &id[..8]));
     let node = Arc::new(WorkerNode::new(
         super::node_config(
             &config,
             id.clone(),
-            config
-                .worker_name
-                .clone()
-                .unwrap_or_else(|| format!("worker-{}", &id[..8])),
+            name,
             Some(
                 config
                     .worker_advertise_url
@@ -181,6 +202,7 @@ pub async fn run(config: Config, controller: String) -> anyhow::Result<()> {
     let app = Router::new()
         .route("/cluster/load", post(load))
         .route("/cluster/unload", post(unload))
+        .route("/cluster/resize", post(resize))
         .route("/cluster/infer/{variant_id}", post(infer))
         .route("/cluster/heartbeat", get(heartbeat_now))
         .route("/healthz", get(|| async { "ok" }))

@@ -8,4 +8,5 @@ pub mod health;
 pub mod infer;
 pub mod jobs;
 pub mod models;
+pub mod scaling;
 pub mod v2;

@@ -29,6 +29,11 @@ pub fn config_for(b: &Backends) -> Config {
         s3_endpoint: b.s3_endpoint.clone(),
         jwt_secret: None,
         jwt_ttl_secs: 900,
+        // A fixed configuration: the autoscaling tests turn the loops on.
+        autoscale: infaas_api::config::AutoscaleConfig {
+            enabled: false,
+            ..Default::default()
+        },
         ..Config::default()
     }
 }

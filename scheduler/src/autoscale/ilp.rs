@@ -65,7 +65,8 @@ pub fn exact(input: &ScalingInput) -> Result<Plan, ScalingError> {
             p.demand(f),
             p.capacity(f),
         );
-        actions.extend(family_actions(&p, f, &fl, &fr, &why));
+        let scaling_up = p.capacity(f) < p.demand(f);
+        actions.extend(family_actions(&p, f, &fl, &fr, scaling_up, &why));
     }
     Ok(Plan { actions, score })
 }

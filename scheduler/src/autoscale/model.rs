@@ -35,10 +35,11 @@ pub fn greedy(input: &ScalingInput) -> Result<Plan, ScalingError> {
     let mut room = Room::new(input.workers);
     let (mut loads, mut removals, mut actions) = (Vec::new(), Vec::new(), Vec::new());
     for f in 0..input.families.len() {
+        let scaling_up = p.capacity(f) < p.demand(f);
         let Some((fl, fr, why)) = decide(&p, f, &mut room) else {
             continue;
         };
-        actions.extend(family_actions(&p, f, &fl, &fr, &why));
+        actions.extend(family_actions(&p, f, &fl, &fr, scaling_up, &why));
         loads.extend(fl);
         removals.extend(fr);
     }

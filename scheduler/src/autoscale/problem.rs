@@ -74,7 +74,19 @@ impl<'a> ScalingInput<'a> {
         let mut running = Vec::new();
         let mut families = Vec::with_capacity(demands.len());
         for d in demands {
-            let variants = s.model_variants(d.tenant, d.model).to_vec();
+            // The snapshot's order (accuracy, then latency at batch 1), then the smallest max
+            // batch: among equally good options the policies take the first, and a variant
+            // for small batches is the natural floor to scale up from.
+            let mut variants = s.model_variants(d.tenant, d.model).to_vec();
+            let all = s.variants();
+            variants.sort_by(|&a, &b| {
+                let (va, vb) = (&all[a], &all[b]);
+                vb.accuracy
+                    .total_cmp(&va.accuracy)
+                    .then(va.latency_ms(1).total_cmp(&vb.latency_ms(1)))
+                    .then(va.max_batch.cmp(&vb.max_batch))
+                    .then(a.cmp(&b))
+            });
             let mut served = 0.0;
             for &v in &variants {
                 for &i in s.variant_instances(v) {
@@ -401,14 +413,17 @@ impl Room {
 }
 
 /// Turns one family's loads and removals into actions: a removal and a load are paired into an
-/// upgrade (the load's variant has the higher saturation throughput) or a downgrade; what is
-/// left becomes replicas added or removed. Each action's costs are the family's before and after
-/// it, in order.
+/// upgrade or a downgrade; what is left becomes replicas added or removed. When the family
+/// scales up (`scaling_up`), a pair is an upgrade when the load's variant has the higher
+/// saturation throughput; when it scales down, a pair is a downgrade (a replacement chosen for
+/// its lower price, even when it also happens to be faster). Each action's costs are the
+/// family's before and after it, in order.
 pub(crate) fn family_actions(
     p: &Prepared,
     f: usize,
     loads: &[(usize, usize)],
     removals: &[usize],
+    scaling_up: bool,
     why: &str,
 ) -> Vec<Action> {
     let input = p.input;
@@ -429,7 +444,7 @@ pub(crate) fn family_actions(
     for (&(to, worker), &k) in loads.iter().zip(removals) {
         let r = &input.running[k];
         let (old, new) = (&variants[r.variant], &variants[to]);
-        let up = p.peak[to] > p.peak[r.variant];
+        let up = scaling_up && p.peak[to] > p.peak[r.variant];
         let kind = if up {
             ActionKind::Upgrade {
                 from: r.instance,

@@ -19,7 +19,7 @@ use crate::StoreError;
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
 pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
-pub use reports::{JobSummary, ScalingEventRow};
+pub use reports::{JobSummary, NewScalingEvent, ScalingEventRow};
 pub use usage::{merge_slo, UsageRow};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");

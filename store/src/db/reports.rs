@@ -25,6 +25,23 @@ pub struct ScalingEventRow {
     pub created_at_ms: i64,
 }
 
+/// A scaling decision to store. `app` is the application's name (its id is looked up; an
+/// unknown name stores none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewScalingEvent {
+    pub tenant_id: Option<String>,
+    pub app: Option<String>,
+    pub variant_id: Option<String>,
+    /// The worker's name (or id) the action ran on.
+    pub worker: Option<String>,
+    pub action: String,
+    pub reason: String,
+    pub cost_before_per_s: f64,
+    pub cost_after_per_s: f64,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
 /// An offline job's state and progress.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSummary {
@@ -76,21 +93,59 @@ impl Db {
         .bind(limit)
         .fetch_all(self.pool())
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(ScalingEventRow {
-                    id: r.try_get("id")?,
-                    app: r.try_get("app")?,
-                    variant: r.try_get("variant")?,
-                    worker_id: r.try_get("worker_id")?,
-                    action: r.try_get("action")?,
-                    reason: r.try_get("reason")?,
-                    cost_before_per_s: r.try_get("cost_before_per_s")?,
-                    cost_after_per_s: r.try_get("cost_after_per_s")?,
-                    created_at_ms: r.try_get("created_at")?,
-                })
-            })
-            .collect()
+        rows.iter().map(event_from_row).collect()
+    }
+
+    /// Stores a scaling decision; returns its id.
+    pub async fn add_scaling_event(&self, e: &NewScalingEvent) -> Result<String, StoreError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        sqlx::query(
+            "INSERT INTO scaling_events (id, tenant_id, app_id, variant_id, worker_id, action, reason, \
+             cost_before_per_s, cost_after_per_s, created_at) \
+             VALUES ($1, $2, (SELECT id FROM applications WHERE tenant_id = $3 AND name = $4), \
+             $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&id)
+        .bind(e.tenant_id.as_deref())
+        .bind(e.tenant_id.as_deref())
+        .bind(e.app.as_deref())
+        .bind(e.variant_id.as_deref())
+        .bind(e.worker.as_deref())
+        .bind(&e.action)
+        .bind(&e.reason)
+        .bind(e.cost_before_per_s)
+        .bind(e.cost_after_per_s)
+        .bind(e.created_at_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(id)
+    }
+
+    /// Scaling events of one of the tenant's applications (by name) since `since_ms`, newest
+    /// first, at most `limit`.
+    pub async fn app_scaling_events(
+        &self,
+        tenant_id: &str,
+        app: &str,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<ScalingEventRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT e.id, a.name AS app, COALESCE(v.name, e.variant_id) AS variant, e.worker_id, \
+             e.action, e.reason, e.cost_before_per_s, e.cost_after_per_s, e.created_at \
+             FROM scaling_events e \
+             JOIN applications a ON a.id = e.app_id AND a.tenant_id = e.tenant_id \
+             LEFT JOIN variants v ON v.id = e.variant_id AND v.tenant_id = e.tenant_id \
+             WHERE e.tenant_id = $1 AND a.name = $2 AND e.created_at >= $3 \
+             ORDER BY e.created_at DESC, e.id LIMIT $4",
+        )
+        .bind(tenant_id)
+        .bind(app)
+        .bind(since_ms)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter().map(event_from_row).collect()
     }
 
     /// The tenant's most recent offline jobs (at most `limit`), newest first.
@@ -126,4 +181,18 @@ impl Db {
             })
             .collect()
     }
+}
+
+fn event_from_row(r: &sqlx::any::AnyRow) -> Result<ScalingEventRow, StoreError> {
+    Ok(ScalingEventRow {
+        id: r.try_get("id")?,
+        app: r.try_get("app")?,
+        variant: r.try_get("variant")?,
+        worker_id: r.try_get("worker_id")?,
+        action: r.try_get("action")?,
+        reason: r.try_get("reason")?,
+        cost_before_per_s: r.try_get("cost_before_per_s")?,
+        cost_after_per_s: r.try_get("cost_after_per_s")?,
+        created_at_ms: r.try_get("created_at")?,
+    })
 }

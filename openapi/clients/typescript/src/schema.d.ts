@@ -144,6 +144,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{app}/scaling-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Scaling decisions concerning an application, newest first: replicas added or removed,
+         *     upgrades and downgrades, vertical scaling, migrations, workers added or removed for it.
+         */
+        get: operations["scaling_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{app}/usage": {
         parameters: {
             query?: never;
@@ -702,6 +722,37 @@ export interface components {
              */
             validation: string;
         };
+        ScalingEvent: {
+            /**
+             * @description `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `rebalance`,
+             *     `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
+             */
+            action: string;
+            /**
+             * Format: int64
+             * @description When the action completed (or failed), milliseconds since the Unix epoch.
+             */
+            at_ms: number;
+            /** Format: double */
+            cost_after_per_s?: number | null;
+            /**
+             * Format: double
+             * @description Price per second of the resources concerned before the action (the model's instances
+             *     for model actions, the instance for vertical ones, the fleet for worker ones).
+             */
+            cost_before_per_s?: number | null;
+            id: string;
+            /** @description Why, with the figures the decision was taken on. */
+            reason: string;
+            /** @description The variant loaded (or removed). */
+            variant?: string | null;
+            /** @description The worker the action ran on (or the worker added or removed). */
+            worker?: string | null;
+        };
+        ScalingEvents: {
+            app: string;
+            events: components["schemas"]["ScalingEvent"][];
+        };
         /** @description A tensor in JSON: `data` is flat (row-major) or nested to match `shape`. */
         TensorJson: {
             /** @description The elements, flat (row-major) or nested by the shape. */
@@ -1167,6 +1218,57 @@ export interface operations {
                 };
             };
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    scaling_events: {
+        parameters: {
+            query?: {
+                /** @description Most events to return, newest first (1 to 1000, default 100). */
+                limit?: number | null;
+                /** @description Only events at or after this time, milliseconds since the Unix epoch (default 0). */
+                since_ms?: number | null;
+            };
+            header?: never;
+            path: {
+                /** @description Application name */
+                app: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScalingEvents"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

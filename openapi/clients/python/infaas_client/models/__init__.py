@@ -27,6 +27,8 @@ from .model_view_signature import ModelViewSignature
 from .quota_view import QuotaView
 from .readiness import Readiness
 from .register_form import RegisterForm
+from .scaling_event import ScalingEvent
+from .scaling_events import ScalingEvents
 from .tensor_json import TensorJson
 from .token_request import TokenRequest
 from .token_response import TokenResponse
@@ -64,6 +66,8 @@ __all__ = (
     "QuotaView",
     "Readiness",
     "RegisterForm",
+    "ScalingEvent",
+    "ScalingEvents",
     "TensorJson",
     "TokenRequest",
     "TokenResponse",
