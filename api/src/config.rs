@@ -83,6 +83,9 @@ pub struct Config {
     /// A claimed chunk whose runner stops renewing its lease for this long is taken over,
     /// in milliseconds.
     pub job_lease_ms: u64,
+    /// Let job webhooks reach loopback, private and link-local addresses (off: a tenant's
+    /// webhook cannot probe the platform's own network).
+    pub job_webhook_allow_private: bool,
     /// Name a worker process registers under (default: `worker-` and a random suffix). The
     /// Kubernetes worker manifest sets it to the pod's name.
     pub worker_name: Option<String>,
@@ -315,6 +318,7 @@ impl Default for Config {
             job_chunk_rows: 1024,
             job_max_online_utilisation: 0.4,
             job_lease_ms: 10_000,
+            job_webhook_allow_private: false,
             worker_name: None,
             worker_advertise_url: None,
             simulated_gpu_profile: None,
@@ -394,6 +398,8 @@ pub struct Overrides {
     pub job_max_online_utilisation: Option<f64>,
     #[arg(long, env = "INFAAS_JOB_LEASE_MS", global = true)]
     pub job_lease_ms: Option<u64>,
+    #[arg(long, env = "INFAAS_JOB_WEBHOOK_ALLOW_PRIVATE", global = true)]
+    pub job_webhook_allow_private: Option<bool>,
     #[arg(long, env = "INFAAS_WORKER_NAME", global = true)]
     pub worker_name: Option<String>,
     #[arg(long, env = "INFAAS_WORKER_ADVERTISE_URL", global = true)]
@@ -480,6 +486,7 @@ impl Config {
             job_chunk_rows,
             job_max_online_utilisation,
             job_lease_ms,
+            job_webhook_allow_private,
             kubernetes_worker_deployment,
             kubernetes_worker_selector,
             kubernetes_max_workers

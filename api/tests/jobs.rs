@@ -499,7 +499,9 @@ async fn controller_restart_resumes_a_running_job() {
 
 async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
     let Some(ort) = ort_library() else { return };
-    let (p, t) = ready_platform(fast_config(b, &ort)).await;
+    let mut cfg = fast_config(b, &ort);
+    cfg.job_webhook_allow_private = false;
+    let (p, t) = ready_platform(cfg).await;
     let before = p.stored(&t).await;
     let (good, _) = repeated_npz(1);
     let wrong_width =
@@ -595,6 +597,31 @@ async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
             .await,
             StatusCode::BAD_REQUEST,
             "webhook_url",
+        ),
+        (
+            submit_files(
+                &p,
+                &t,
+                &[("a.npz", good.clone())],
+                &[("app", APP), ("webhook_url", "http://127.0.0.1:9/hook")],
+            )
+            .await,
+            StatusCode::BAD_REQUEST,
+            "loopback, private or link-local",
+        ),
+        (
+            submit_files(
+                &p,
+                &t,
+                &[("a.npz", good.clone())],
+                &[
+                    ("app", APP),
+                    ("webhook_url", "http://[::ffff:10.0.0.1]/hook"),
+                ],
+            )
+            .await,
+            StatusCode::BAD_REQUEST,
+            "loopback, private or link-local",
         ),
         (
             post_json(

@@ -142,6 +142,33 @@ pub struct Submission {
     pub webhook_url: Option<String>,
 }
 
+/// Addresses a tenant's webhook may not reach unless `job_webhook_allow_private` is set:
+/// loopback, private, link-local, unspecified, shared (CGNAT) and unique-local ranges.
+pub fn is_internal(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || (a == 100 && (b & 0xc0) == 64)
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| is_internal(IpAddr::V4(v4)))
+        }
+    }
+}
+
 /// Submits a job over files uploaded with it (under `submission.input_path`); when the job is
 /// refused, the uploaded files are removed again.
 pub async fn submit_uploaded(
@@ -240,6 +267,22 @@ pub async fn submit(state: &AppState, tenant: &str, s: Submission) -> Result<Job
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(ApiError::BadRequest(format!(
                 "webhook_url '{url}' must be http or https"
+            )));
+        }
+        let internal = match parsed.host_str() {
+            Some(host) => match host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+            {
+                Ok(ip) => is_internal(ip),
+                Err(_) => host.eq_ignore_ascii_case("localhost"),
+            },
+            None => true,
+        };
+        if internal && !state.config.job_webhook_allow_private {
+            return Err(ApiError::BadRequest(format!(
+                "webhook_url '{url}' points to a loopback, private or link-local address; the server's job_webhook_allow_private setting allows that"
             )));
         }
     }
@@ -415,4 +458,37 @@ pub async fn put_file(
         })
         .await?;
     Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_internal;
+
+    #[test]
+    fn internal_addresses_are_recognised() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:192.168.0.1",
+        ] {
+            assert!(
+                is_internal(ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"))),
+                "{ip}"
+            );
+        }
+        for ip in ["8.8.8.8", "100.128.0.1", "172.32.0.1", "2001:db8::1"] {
+            assert!(
+                !is_internal(ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}"))),
+                "{ip}"
+            );
+        }
+    }
 }

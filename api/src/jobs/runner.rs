@@ -63,8 +63,10 @@ impl JobRunner {
             id: format!("controller-{}", uuid::Uuid::new_v4()),
             paused: AtomicBool::new(false),
             cache: Mutex::new(VecDeque::new()),
+            // Webhooks are not followed through redirects (a redirect could lead anywhere).
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(10))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .unwrap_or_default(),
         })
@@ -398,7 +400,14 @@ impl JobRunner {
                 Err(_) => return,
             };
             let (http, url) = (self.http.clone(), url.clone());
+            let allow_private = self.state.config.job_webhook_allow_private;
             tokio::spawn(async move {
+                if !allow_private {
+                    if let Err(why) = resolves_to_public(&url).await {
+                        tracing::warn!(url = %url, reason = %why, "job webhook not called");
+                        return;
+                    }
+                }
                 for attempt in 0..3u32 {
                     match http.post(&url).json(&view).send().await {
                         Ok(r) if r.status().is_success() => return,
@@ -414,4 +423,29 @@ impl JobRunner {
             });
         }
     }
+}
+
+/// Checks that a webhook's host resolves only to public addresses (submission already refuses
+/// internal address literals; this catches names that resolve to internal addresses).
+async fn resolves_to_public(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| "the URL has no host".to_string())?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let addrs = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot resolve '{host}': {e}"))?;
+    for a in addrs {
+        if super::is_internal(a.ip()) {
+            return Err(format!(
+                "'{host}' resolves to {}, a loopback, private or link-local address",
+                a.ip()
+            ));
+        }
+    }
+    Ok(())
 }

@@ -128,6 +128,8 @@ pub fn fast_config(b: &Backends, ort: &Path) -> Config {
         worker_cores: Some(2),
         profile_runs: 3,
         profile_max_ms_per_batch: 50,
+        // Test webhook receivers listen on loopback.
+        job_webhook_allow_private: true,
         // A fixed configuration: the autoscaling tests turn the loops on.
         autoscale: infaas_api::config::AutoscaleConfig {
             enabled: false,
