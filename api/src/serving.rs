@@ -182,7 +182,8 @@ async fn resolve(
     }
 }
 
-pub(crate) fn load_request(s: &Served) -> LoadRequest {
+/// What a worker needs to load an instance of a served variant.
+pub fn load_request(s: &Served) -> LoadRequest {
     let v = &s.entry.variant;
     LoadRequest {
         variant_id: v.id.clone(),

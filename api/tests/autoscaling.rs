@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infaas_api::config::{AutoscaleConfig, Prices, WorkerProviderKind};
-use infaas_worker::LoadRequest;
 use registry_common::backends::Backends;
 use registry_common::{
     fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant,
@@ -323,16 +322,7 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         .0
         .worker
         .id;
-    let v = &served.entry.variant;
-    let req = LoadRequest {
-        variant_id: v.id.clone(),
-        variant_name: v.name.clone(),
-        object_key: served.entry.object_key.clone(),
-        hardware: v.hardware,
-        threads: v.threads,
-        max_batch: v.max_batch,
-        memory_bytes: v.memory_bytes.unwrap_or(0) as u64,
-    };
+    let req = infaas_api::serving::load_request(&served);
     state
         .cluster
         .handle(&embedded)
@@ -524,15 +514,7 @@ async fn a_worker_process_resizes_an_instance_while_serving() {
         .unwrap()
         .clone();
     let v = &served.entry.variant;
-    let req = LoadRequest {
-        variant_id: v.id.clone(),
-        variant_name: v.name.clone(),
-        object_key: served.entry.object_key.clone(),
-        hardware: v.hardware,
-        threads: v.threads,
-        max_batch: v.max_batch,
-        memory_bytes: v.memory_bytes.unwrap_or(0) as u64,
-    };
+    let req = infaas_api::serving::load_request(&served);
     let handle = cluster.handle(&worker).unwrap();
     handle.load(&req).await.unwrap();
     cluster.loaded(&worker, &req);

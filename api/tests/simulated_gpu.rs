@@ -14,7 +14,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use infaas_executors::engine::{Engine, SessionConfig};
-use infaas_worker::LoadRequest;
 use registry_common::backends::Backends;
 use registry_common::{
     fast_config, open_quotas, ort_library, zoo_arrays, zoo_bytes, Platform, Registration, Tenant,
@@ -154,16 +153,7 @@ async fn simulated_gpu_variants_are_profiled_and_served() {
         .variants()
         .find(|s| s.entry.variant.name == gpu_name)
         .unwrap_or_else(|| panic!("{gpu_name} is not in the serving catalog"));
-    let v = &served.entry.variant;
-    let req = LoadRequest {
-        variant_id: v.id.clone(),
-        variant_name: v.name.clone(),
-        object_key: served.entry.object_key.clone(),
-        hardware: v.hardware,
-        threads: v.threads,
-        max_batch: v.max_batch,
-        memory_bytes: v.memory_bytes.unwrap_or(0) as u64,
-    };
+    let req = infaas_api::serving::load_request(served);
     let sim_id = sim["id"].as_str().unwrap();
     let handle = p.server.state.cluster.handle(sim_id).unwrap();
     handle.load(&req).await.unwrap();

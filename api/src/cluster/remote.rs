@@ -5,6 +5,9 @@ use std::time::Duration;
 use infaas_core::Tensor;
 use infaas_worker::{LoadRequest, LoadedReport};
 
+/// Longest a worker may take to fetch a model file and start its session.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Why a call to a remote worker failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
@@ -55,21 +58,36 @@ impl RemoteWorker {
         Err(RemoteError::Status { status, message })
     }
 
-    pub async fn load(&self, req: &LoadRequest) -> Result<LoadedReport, RemoteError> {
-        let resp = self
+    /// POSTs `body` as JSON to `path` (load and resize read the model file: long timeout).
+    async fn post_json(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, RemoteError> {
+        let mut req = self
             .http
-            .post(format!("{}/cluster/load", self.base))
+            .post(format!("{}{path}", self.base))
             .bearer_auth(&self.token)
-            .json(req)
-            .timeout(Duration::from_secs(120))
-            .send()
-            .await
-            .map_err(RemoteError::Unreachable)?;
-        Self::check(resp)
-            .await?
-            .json()
+            .json(body);
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
+        let resp = req.send().await.map_err(RemoteError::Unreachable)?;
+        Self::check(resp).await
+    }
+
+    async fn loaded_report(resp: reqwest::Response) -> Result<LoadedReport, RemoteError> {
+        resp.json()
             .await
             .map_err(|e| RemoteError::Protocol(e.to_string()))
+    }
+
+    pub async fn load(&self, req: &LoadRequest) -> Result<LoadedReport, RemoteError> {
+        let resp = self
+            .post_json("/cluster/load", req, Some(LOAD_TIMEOUT))
+            .await?;
+        Self::loaded_report(resp).await
     }
 
     /// Swaps the instance of `variant_id` for one with `threads` intra-op threads.
@@ -78,32 +96,16 @@ impl RemoteWorker {
         variant_id: &str,
         threads: usize,
     ) -> Result<LoadedReport, RemoteError> {
+        let body = serde_json::json!({ "variant_id": variant_id, "threads": threads });
         let resp = self
-            .http
-            .post(format!("{}/cluster/resize", self.base))
-            .bearer_auth(&self.token)
-            .json(&serde_json::json!({ "variant_id": variant_id, "threads": threads }))
-            .timeout(Duration::from_secs(120))
-            .send()
-            .await
-            .map_err(RemoteError::Unreachable)?;
-        Self::check(resp)
-            .await?
-            .json()
-            .await
-            .map_err(|e| RemoteError::Protocol(e.to_string()))
+            .post_json("/cluster/resize", &body, Some(LOAD_TIMEOUT))
+            .await?;
+        Self::loaded_report(resp).await
     }
 
     pub async fn unload(&self, variant_id: &str) -> Result<(), RemoteError> {
-        let resp = self
-            .http
-            .post(format!("{}/cluster/unload", self.base))
-            .bearer_auth(&self.token)
-            .json(&serde_json::json!({ "variant_id": variant_id }))
-            .send()
-            .await
-            .map_err(RemoteError::Unreachable)?;
-        Self::check(resp).await?;
+        let body = serde_json::json!({ "variant_id": variant_id });
+        self.post_json("/cluster/unload", &body, None).await?;
         Ok(())
     }
 

@@ -169,6 +169,21 @@ async fn check_first_field(
     session.check_csrf(state, &token)
 }
 
+/// The multipart body of a form whose anti-forgery token checks out; a refused one is
+/// drained first.
+async fn checked_multipart(
+    state: &AppState,
+    session: &Session,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Multipart, PageError> {
+    let mut multipart = multipart_form(multipart)?;
+    if let Err(e) = check_first_field(state, session, &mut multipart).await {
+        drain(&mut multipart).await;
+        return Err(e);
+    }
+    Ok(multipart)
+}
+
 /// Reads what the browser is still sending after a refused form, so that it sees the
 /// answer rather than a reset connection (the route's body limit bounds this).
 async fn drain(multipart: &mut Multipart) {
@@ -195,11 +210,7 @@ pub async fn submit_job(
     session: Session,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> PageResult {
-    let mut multipart = multipart_form(multipart)?;
-    if let Err(e) = check_first_field(&state, &session, &mut multipart).await {
-        drain(&mut multipart).await;
-        return Err(e);
-    }
+    let multipart = checked_multipart(&state, &session, multipart).await?;
     let tenant = session.tenant_id();
     let mut form = JobForm::default();
     let submitted = async {
@@ -230,11 +241,7 @@ pub async fn register(
     session: Session,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> PageResult {
-    let mut multipart = multipart_form(multipart)?;
-    if let Err(e) = check_first_field(&state, &session, &mut multipart).await {
-        drain(&mut multipart).await;
-        return Err(e);
-    }
+    let multipart = checked_multipart(&state, &session, multipart).await?;
     match upload::register(&state, session.tenant_id(), multipart).await {
         Ok(model) => Ok(Redirect::to(&format!("/ui/models/{}", model.name)).into_response()),
         Err(e) => {
