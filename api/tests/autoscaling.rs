@@ -366,11 +366,11 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     ramp.phase(mid, s(3), s(20), &["upgrade"]).await;
     // High: 2.2 x the fastest variant: three instances, more than one worker holds.
     let high = 2.2 * p_max / SLACK;
-    ramp.phase(high, s(4), s(40), &["add-worker", "replicate"])
+    ramp.phase(high, s(4), s(60), &["add-worker", "replicate"])
         .await;
     // Low again: replicas removed, the provisioned worker idles and is stopped.
     let list = ramp
-        .phase(low, s(3), s(40), &["remove-replica", "remove-worker"])
+        .phase(low, s(3), s(90), &["remove-replica", "remove-worker"])
         .await;
     let took = ramp.began.elapsed();
     println!("rates: low {low:.1}, mid {mid:.1}, high {high:.1} queries/s");

@@ -384,7 +384,8 @@ pub async fn submit(state: &AppState, tenant: &str, s: Submission) -> Result<Job
         let format = Format::of(key).unwrap_or(Format::Npz);
         let bytes = state.objects.get_bytes(key).await?;
         let short = key.strip_prefix(&file_key(tenant, "")).unwrap_or(key);
-        let rows = parse_any(format, short, &bytes, &schemas)
+        let rows = parse_blocking(format, short, bytes, &schemas)
+            .await
             .map_err(ApiError::BadRequest)?
             .1
             .rows as i64;
@@ -420,6 +421,20 @@ pub async fn submit(state: &AppState, tenant: &str, s: Submission) -> Result<Job
 }
 
 /// Parses an object with the first schema it fits; the error of the first schema otherwise.
+/// [`parse_any`] on a blocking thread: a large input object takes milliseconds to parse,
+/// which must not stall the tasks serving online queries.
+pub(crate) async fn parse_blocking(
+    format: Format,
+    name: &str,
+    bytes: bytes::Bytes,
+    schemas: &[(String, Vec<InputSpec>)],
+) -> Result<(String, input::Items), String> {
+    let (name, schemas) = (name.to_string(), schemas.to_vec());
+    tokio::task::spawn_blocking(move || parse_any(format, &name, &bytes, &schemas))
+        .await
+        .map_err(|e| format!("parsing the input object stopped: {e}"))?
+}
+
 pub(crate) fn parse_any(
     format: Format,
     name: &str,

@@ -223,8 +223,11 @@ impl JobRunner {
             .input_key
             .strip_prefix(&file_key(&job.tenant_id, ""))
             .unwrap_or(&chunk.input_key);
-        let parsed =
-            Arc::new(super::parse_any(format, name, &bytes, &schemas).map_err(Stop::Fail)?);
+        let parsed = Arc::new(
+            super::parse_blocking(format, name, bytes, &schemas)
+                .await
+                .map_err(Stop::Fail)?,
+        );
         if let Ok(mut cache) = self.cache.lock() {
             cache.push_front((chunk.input_key.clone(), parsed.clone()));
             cache.truncate(CACHED_OBJECTS);
