@@ -494,3 +494,38 @@ async fn queries_survive_a_killed_worker_process() {
     assert_eq!(alive_workers(&p, &t).await.len(), 1);
     p.stop().await;
 }
+
+/// The benchmark's heavy model (`registry_common::heavy`) does its extra work but answers
+/// as `digits-mlp-scores` does, so its throughput figures come with a real accuracy.
+#[test]
+fn heavy_model_answers_like_its_base() {
+    use infaas_executors::engine::{DirectSession, SessionConfig};
+    if ort_library().is_none() {
+        return;
+    }
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let mut input = x.slice_batch(0, 64);
+    input.name = "pixels".into();
+    let cfg = SessionConfig::default();
+    let run = |bytes: &[u8]| {
+        let mut s = DirectSession::load(bytes, &cfg).unwrap();
+        s.run(vec![input.clone()]).unwrap().remove(0)
+    };
+    let base = run(&registry_common::zoo_bytes("digits-mlp-scores.onnx"));
+    let heavy_bytes = registry_common::heavy::heavy_cnn(16, 3);
+    assert!(
+        heavy_bytes.len() > 2 * 16 * 16 * 9 * 4,
+        "the convolutions are there"
+    );
+    let wide = run(&heavy_bytes);
+    assert_eq!(wide.shape, base.shape);
+    let (n, mut worst) = (base.data.len(), 0f64);
+    for k in 0..n {
+        let (a, b) = (wide.data.get_f64(k).unwrap(), base.data.get_f64(k).unwrap());
+        worst = worst.max((a - b).abs() / b.abs().max(1.0));
+    }
+    assert!(worst < 1e-5, "logits differ by {worst} (relative)");
+}

@@ -10,6 +10,7 @@
 
 #[path = "../../../store/tests/common/backends.rs"]
 pub mod backends;
+pub mod heavy;
 pub mod workers;
 
 use std::collections::BTreeMap;
