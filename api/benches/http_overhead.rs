@@ -43,7 +43,7 @@ use serde_json::{json, Value};
 
 const RUNS: usize = 5000;
 const WARMUP: usize = 300;
-const CLIENTS: usize = 64;
+const CLIENTS: usize = 128;
 const WINDOW: Duration = Duration::from_secs(5);
 
 fn ms(d: Duration) -> f64 {

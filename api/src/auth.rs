@@ -68,7 +68,15 @@ pub struct TokenIssuer {
     /// itself, so that no token of one kind can stand for the other).
     csrf: aws_lc_rs::hmac::Key,
     pub ttl: Duration,
+    /// Tokens that passed the check, with their claims: a client sends the same token with
+    /// every request, and checking its signature costs about 10 µs of each query. An entry
+    /// serves only until its token expires (with the check's leeway); revocation is checked
+    /// on every request regardless ([`KeyCache`]).
+    verified: Mutex<HashMap<String, Claims>>,
 }
+
+/// Tokens [`TokenIssuer`] remembers at most (the map is emptied when full).
+const VERIFIED_TOKENS: usize = 10_000;
 
 impl TokenIssuer {
     pub fn new(secret: &[u8], ttl: Duration) -> TokenIssuer {
@@ -87,6 +95,7 @@ impl TokenIssuer {
             validation,
             csrf: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, derived.as_ref()),
             ttl,
+            verified: Mutex::new(HashMap::new()),
         }
     }
 
@@ -119,6 +128,24 @@ impl TokenIssuer {
     }
 
     pub fn verify(&self, token: &str) -> Result<Claims, ApiError> {
+        let oldest_exp = now_ms() / 1000 - self.validation.leeway as i64;
+        if let Ok(verified) = self.verified.lock() {
+            if let Some(claims) = verified.get(token).filter(|c| c.exp >= oldest_exp) {
+                return Ok(claims.clone());
+            }
+        }
+        let claims = self.check(token)?;
+        if let Ok(mut verified) = self.verified.lock() {
+            if verified.len() >= VERIFIED_TOKENS {
+                verified.clear();
+            }
+            verified.insert(token.to_string(), claims.clone());
+        }
+        Ok(claims)
+    }
+
+    /// The token's claims once its signature, algorithm, issuer and expiry check out.
+    fn check(&self, token: &str) -> Result<Claims, ApiError> {
         use jsonwebtoken::errors::ErrorKind;
         jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .map(|d| d.claims)
@@ -283,6 +310,29 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("signature"));
+    }
+
+    #[test]
+    fn remembered_tokens_serve_until_they_expire() {
+        let issuer = TokenIssuer::new(&[7u8; 32], Duration::from_secs(60));
+        let t = issuer.issue("k1", "t1", Role::Member).unwrap();
+        assert_eq!(issuer.verify(&t).unwrap().sub, "k1");
+        let mark = |sub: &str, exp: i64| {
+            let mut verified = issuer.verified.lock().unwrap();
+            let c = verified.get_mut(&t).expect("remembered");
+            c.sub = sub.to_string();
+            c.exp = exp;
+        };
+        // A remembered, unexpired entry answers without a new check.
+        mark("from memory", now_ms() / 1000 + 60);
+        assert_eq!(issuer.verify(&t).unwrap().sub, "from memory");
+        // Past its expiry (and the leeway) it is not used: the token is checked again.
+        mark("stale", now_ms() / 1000 - 60);
+        assert_eq!(issuer.verify(&t).unwrap().sub, "k1");
+        // A token that fails the check is never remembered.
+        let other = TokenIssuer::new(&[8u8; 32], Duration::from_secs(60));
+        assert!(other.verify(&t).is_err());
+        assert!(other.verified.lock().unwrap().is_empty());
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Config {
     pub worker_memory_bytes: Option<u64>,
     /// Longest wait of a partial batch for more rows while its session is busy, in microseconds.
     pub max_queue_delay_us: u64,
+    /// A query arriving at an idle instance whose session's latest run took at most this many
+    /// microseconds runs on the calling thread, skipping two thread wake-ups (0: never).
+    pub inline_max_us: u64,
     /// Rows an instance may queue before answering 429.
     pub queue_capacity_rows: usize,
     /// Instances idle this long may be evicted to make room for another load, in seconds.
@@ -310,6 +313,7 @@ impl Default for Config {
             worker_thread_budget: None,
             worker_memory_bytes: None,
             max_queue_delay_us: 2000,
+            inline_max_us: 200,
             queue_capacity_rows: 2048,
             evict_idle_secs: 30,
             heartbeat_timeout_ms: 3000,
@@ -386,6 +390,8 @@ pub struct Overrides {
     pub worker_memory_bytes: Option<u64>,
     #[arg(long, env = "INFAAS_MAX_QUEUE_DELAY_US", global = true)]
     pub max_queue_delay_us: Option<u64>,
+    #[arg(long, env = "INFAAS_INLINE_MAX_US", global = true)]
+    pub inline_max_us: Option<u64>,
     #[arg(long, env = "INFAAS_QUEUE_CAPACITY_ROWS", global = true)]
     pub queue_capacity_rows: Option<usize>,
     #[arg(long, env = "INFAAS_HEARTBEAT_TIMEOUT_MS", global = true)]
@@ -480,6 +486,7 @@ impl Config {
             profile_max_ms_per_batch,
             worker_listen,
             max_queue_delay_us,
+            inline_max_us,
             queue_capacity_rows,
             heartbeat_timeout_ms,
             cookie_secure,

@@ -197,6 +197,8 @@ fn config() -> BatcherConfig {
         max_batch: MAX_BATCH,
         max_queue_delay: Duration::from_millis(1),
         queue_capacity: 4096,
+        // What the worker configures by default (`inline_max_us`).
+        inline_below: Duration::from_micros(200),
     }
 }
 

@@ -11,8 +11,10 @@
 //!   nothing waits for company while the session is idle;
 //! - while a batch runs, requests accumulate. The next batch is handed to the engine behind
 //!   the running one as soon as it is complete (`max_batch` rows, or the next request cannot
-//!   join it), or once its oldest request has waited `max_queue_delay`; otherwise it is
-//!   formed the moment the running batch finishes. Handing the next batch over early keeps
+//!   join it), or once its oldest request has waited `max_queue_delay` and the running batch
+//!   is expected to end within `max_queue_delay` (judged by the session's latest run time);
+//!   otherwise it is formed the moment the running batch finishes. So during a long run every
+//!   request that arrives joins the next batch, rather than a partial one committed early. Handing the next batch over early keeps
 //!   the session busy back to back under load instead of idling for a round trip through
 //!   this task between batches; at most one batch waits inside the engine (behind a request
 //!   that runs in chunks, only its own next chunk). Answers are sent in dispatch order.
@@ -34,15 +36,22 @@
 //!   reaches only the request that causes it, and every caller gets its own error.
 //! - models whose inputs have a fixed first dimension (or none) are not batched: each
 //!   request runs alone, as given.
+//! - a request that arrives alone (no other call of this instance unanswered, nothing queued,
+//!   no batch handed to the session), has at most `max_batch` rows and finds the session's
+//!   latest run no longer than `inline_below` runs at once on the caller's thread
+//!   ([`InlineRunner`]): it skips the two thread crossings that dominate a small model's
+//!   latency. If the session is taken meanwhile it is queued as usual. Under load requests are
+//!   never alone, so they queue and batch as above. Its figures count like any other run.
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use infaas_core::Tensor;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-use crate::engine::{Engine, EngineError, Signature};
+use crate::engine::{Engine, EngineError, Inline, InlineRunner, Signature};
 
 mod actor;
 mod figures;
@@ -60,12 +69,16 @@ pub struct BatcherConfig {
     /// Rows per session run (values below 1 count as 1).
     pub max_batch: usize,
     /// How long a partial batch may wait for more rows while the session is busy before it
-    /// is handed to the engine behind the running batch. Never waited when the session is
+    /// is handed to the engine behind the running batch, and how long before the running
+    /// batch's expected end that may happen at the earliest. Never waited when the session is
     /// idle.
     pub max_queue_delay: Duration,
     /// Rows waiting at most; a request that does not fit gets [`InstanceError::QueueFull`]
     /// (values below 1 count as 1).
     pub queue_capacity: usize,
+    /// A request arriving at an idle instance runs on the caller's thread when the session's
+    /// latest run took at most this long (zero: never; see [`InlineRunner`]).
+    pub inline_below: Duration,
 }
 
 impl Default for BatcherConfig {
@@ -74,6 +87,7 @@ impl Default for BatcherConfig {
             max_batch: 32,
             max_queue_delay: Duration::from_millis(1),
             queue_capacity: 1024,
+            inline_below: Duration::ZERO,
         }
     }
 }
@@ -138,6 +152,30 @@ struct Shared {
     capacity: Arc<Semaphore>,
     board: Arc<Board>,
     stopped: watch::Receiver<bool>,
+    inline: InlineRunner,
+    /// Calls of [`Instance::infer`] not yet answered.
+    pending: AtomicUsize,
+}
+
+/// One unanswered call, counted in [`Shared::pending`] until dropped (also when the caller
+/// goes away).
+struct Pending<'a> {
+    count: &'a AtomicUsize,
+    /// No other call was pending when this one arrived.
+    alone: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn enter(count: &'a AtomicUsize) -> Pending<'a> {
+        let alone = count.fetch_add(1, Ordering::AcqRel) == 0;
+        Pending { count, alone }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A running instance: a cheap, cloneable handle to its batcher task.
@@ -169,6 +207,7 @@ impl Instance {
             ..cfg
         };
         let signature = engine.signature().clone();
+        let inline = engine.inline_runner();
         let batching = Batching::of(&signature);
         let capacity = Arc::new(Semaphore::new(config.queue_capacity));
         let board = Arc::new(Board::new());
@@ -195,6 +234,8 @@ impl Instance {
                 capacity,
                 board,
                 stopped,
+                inline,
+                pending: AtomicUsize::new(0),
             }),
         }
     }
@@ -204,17 +245,35 @@ impl Instance {
     /// Dropping the future before it resolves withdraws the request if it has not run yet.
     pub async fn infer(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, InstanceError> {
         let arrived = Instant::now();
-        let answer = self.enqueue(inputs, arrived).await;
+        let pending = Pending::enter(&self.shared.pending);
+        let answer = self.enqueue(inputs, arrived, pending.alone).await;
+        drop(pending);
         if answer.is_err() {
             self.shared.board.error();
         }
         answer
     }
 
-    async fn enqueue(&self, inputs: Vec<Tensor>, arrived: Instant) -> Answer {
+    async fn enqueue(&self, inputs: Vec<Tensor>, arrived: Instant, alone: bool) -> Answer {
         let shared = &*self.shared;
         let request = rows::parse_request(&shared.signature, shared.batching, inputs)
             .map_err(InstanceError::BadInput)?;
+        let mut request = request;
+        if alone && request.rows <= shared.config.max_batch && shared.board.idle() {
+            let started = Instant::now();
+            match shared
+                .inline
+                .try_run(request.inputs, shared.config.inline_below)
+            {
+                Inline::Ran(result) => {
+                    let done = Instant::now();
+                    shared.board.ran(request.rows, started, done);
+                    shared.board.answered(&[(request.rows, done - arrived)]);
+                    return result.map_err(actor::instance_error);
+                }
+                Inline::Declined(inputs) => request.inputs = inputs,
+            }
+        }
         let capacity = shared.config.queue_capacity;
         if request.rows > capacity {
             return Err(InstanceError::TooManyRows {

@@ -9,7 +9,8 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -268,12 +269,39 @@ struct Command {
     span: tracing::Span,
 }
 
+/// The session, owned by its thread (the only strong reference), which takes the lock for
+/// each run; an [`InlineRunner`] may borrow it while the thread has nothing to run.
+struct SessionSlot {
+    session: Mutex<DirectSession>,
+    /// Duration of the latest run, in nanoseconds.
+    last_run_ns: AtomicU64,
+}
+
+impl SessionSlot {
+    fn run(&self, inputs: Vec<Tensor>) -> RunResult {
+        let started = Instant::now();
+        let result = match self.session.lock() {
+            Ok(mut s) => s.run(inputs),
+            Err(_) => Err(EngineError::Stopped),
+        };
+        self.record(started);
+        result
+    }
+
+    fn record(&self, started: Instant) {
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_run_ns.store(ns, Ordering::Relaxed);
+    }
+}
+
 struct Inner {
     // Only ever None during drop.
     tx: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
     signature: Signature,
     load_time: Duration,
+    slot: Weak<SessionSlot>,
+    simulated: bool,
 }
 
 impl Drop for Inner {
@@ -310,6 +338,7 @@ impl Engine {
     pub fn load(model: Vec<u8>, cfg: &SessionConfig) -> Result<Engine, EngineError> {
         let env = runtime::environment()?;
         let span = tracing::info_span!("engine", model_bytes = model.len());
+        let simulated = cfg.simulated.is_some();
         let cfg = cfg.clone();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (tx, rx) = mpsc::channel::<Command>();
@@ -317,13 +346,9 @@ impl Engine {
             .name("infaas-engine".to_string())
             .spawn(move || {
                 let started = Instant::now();
-                let built = span.in_scope(|| {
-                    let session = build_session(env, &cfg, &model)?;
-                    let signature = read_signature(&session)?;
-                    Ok((session, signature))
-                });
+                let built = span.in_scope(|| DirectSession::build(env, &cfg, &model));
                 drop(model);
-                let (session, signature) = match built {
+                let session = match built {
                     Ok(ok) => ok,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -331,14 +356,20 @@ impl Engine {
                     }
                 };
                 let load_time = started.elapsed();
-                if ready_tx.send(Ok((signature.clone(), load_time))).is_err() {
+                let signature = session.signature().clone();
+                let slot = Arc::new(SessionSlot {
+                    session: Mutex::new(session),
+                    last_run_ns: AtomicU64::new(0),
+                });
+                let ready = (signature, load_time, Arc::downgrade(&slot));
+                if ready_tx.send(Ok(ready)).is_err() {
                     return;
                 }
-                serve(session, &signature, rx, cfg.simulated.as_deref());
+                serve(&slot, rx, cfg.simulated.as_deref());
             })
             .map_err(EngineError::Spawn)?;
 
-        let (signature, load_time) = match ready_rx.recv() {
+        let (signature, load_time, slot) = match ready_rx.recv() {
             Ok(Ok(ready)) => ready,
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -361,8 +392,27 @@ impl Engine {
                 thread: Some(thread),
                 signature,
                 load_time,
+                slot,
+                simulated,
             }),
         })
+    }
+
+    /// How long the session's latest run took (zero before the first, or once stopped).
+    pub fn last_run(&self) -> Duration {
+        self.inner.slot.upgrade().map_or(Duration::ZERO, |s| {
+            Duration::from_nanos(s.last_run_ns.load(Ordering::Relaxed))
+        })
+    }
+
+    /// A handle that can run requests on the caller's thread while this session is idle
+    /// (see [`InlineRunner`]). It does not keep the engine alive.
+    pub fn inline_runner(&self) -> InlineRunner {
+        InlineRunner {
+            slot: self.inner.slot.clone(),
+            simulated: self.inner.simulated,
+            signature: self.inner.signature.clone(),
+        }
     }
 
     /// Time to build the session (parse, optimise, initialise kernels).
@@ -402,6 +452,58 @@ impl Engine {
     }
 }
 
+/// Runs a request on the caller's thread, on an engine's session, when nothing else holds
+/// it and its latest run was short.
+///
+/// A request sent to the session's thread crosses threads twice (there and back); on a
+/// virtual machine each crossing that wakes a sleeping thread costs tens of microseconds,
+/// more than a small model's whole run. The batcher calls this for a request that arrives
+/// while its instance is idle, so the lone query of a quiet instance skips both crossings;
+/// under load, and for runs longer than the bound, everything goes through the thread as
+/// before. Never used for a simulated device (its runs are held, not computed).
+#[derive(Clone)]
+pub struct InlineRunner {
+    slot: Weak<SessionSlot>,
+    simulated: bool,
+    signature: Signature,
+}
+
+/// What [`InlineRunner::try_run`] did.
+pub enum Inline {
+    /// Ran here: the outputs or the engine's error.
+    Ran(Result<Vec<Tensor>, EngineError>),
+    /// Not run (the session is busy or gone, or its runs take longer than the bound): the
+    /// inputs, to send to the session's thread.
+    Declined(Vec<Tensor>),
+}
+
+impl InlineRunner {
+    /// Runs `inputs` now on this thread if the session is free and its latest run took at
+    /// most `below` (zero: never). Bad inputs are answered without touching the session.
+    pub fn try_run(&self, inputs: Vec<Tensor>, below: Duration) -> Inline {
+        if below.is_zero() || self.simulated {
+            return Inline::Declined(inputs);
+        }
+        let Some(slot) = self.slot.upgrade() else {
+            return Inline::Declined(inputs);
+        };
+        if Duration::from_nanos(slot.last_run_ns.load(Ordering::Relaxed)) > below {
+            return Inline::Declined(inputs);
+        }
+        if let Err(e) = self.signature.check_inputs(&inputs) {
+            return Inline::Ran(Err(e));
+        }
+        let Ok(mut session) = slot.session.try_lock() else {
+            return Inline::Declined(inputs);
+        };
+        let started = Instant::now();
+        let result = session.run(inputs);
+        drop(session);
+        slot.record(started);
+        Inline::Ran(result)
+    }
+}
+
 /// ONNX Runtime called directly on the caller's thread, with the same session settings and
 /// tensor conversions as [`Engine`] but no thread, queue or batcher: the reference that
 /// benchmarks measure the serving path against.
@@ -413,7 +515,14 @@ pub struct DirectSession {
 
 impl DirectSession {
     pub fn load(model: &[u8], cfg: &SessionConfig) -> Result<DirectSession, EngineError> {
-        let env = runtime::environment()?;
+        DirectSession::build(runtime::environment()?, cfg, model)
+    }
+
+    fn build(
+        env: &ort::environment::Environment,
+        cfg: &SessionConfig,
+        model: &[u8],
+    ) -> Result<DirectSession, EngineError> {
         let session = build_session(env, cfg, model)?;
         let signature = read_signature(&session)?;
         let selected = output_selection(&session, &signature);
@@ -461,13 +570,7 @@ fn output_selection(
     }
 }
 
-fn serve(
-    mut session: Session,
-    signature: &Signature,
-    rx: mpsc::Receiver<Command>,
-    simulated: Option<&LatencyProfile>,
-) {
-    let selected = output_selection(&session, signature);
+fn serve(slot: &SessionSlot, rx: mpsc::Receiver<Command>, simulated: Option<&LatencyProfile>) {
     let mut slower_than_profile = 0u64;
     while let Ok(Command {
         inputs,
@@ -485,10 +588,11 @@ fn serve(
             .unwrap_or(1);
         let result = span.in_scope(|| {
             let _run = tracing::trace_span!("onnx_run").entered();
-            run_session(&mut session, signature, selected.as_ref(), inputs)
+            slot.run(inputs)
         });
         if let Some(profile) = simulated {
             span.in_scope(|| hold(profile, rows, started, &mut slower_than_profile));
+            slot.record(started);
         }
         reply.send(result);
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::join_all;
+use futures::FutureExt;
 use infaas_core::{Tensor, TensorData};
 use infaas_executors::batcher::{BatcherConfig, Instance, InstanceError, InstanceFigures};
 use infaas_executors::engine::{Engine, EngineError, SessionConfig};
@@ -100,7 +101,12 @@ async fn batched_results_equal_solo_results() {
         return;
     }
     let x = digits();
-    for model in ["digits-logreg", "digits-mlp-l", "digits-forest"] {
+    // Off, and with requests that find the instance idle run on their callers' threads.
+    let inline = [Duration::ZERO, Duration::from_secs(1)];
+    for (model, inline_below) in ["digits-logreg", "digits-mlp-l", "digits-forest"]
+        .into_iter()
+        .flat_map(|m| inline.map(|i| (m, i)))
+    {
         let engine = load(&zoo().join(format!("{model}.onnx")));
         // Sizes chosen to mix: several requests per batch, one oversized (chunked) request.
         let sizes = [1, 3, 2, 1, 5, 8, 1, 2, 19, 1, 4, 1, 1, 7];
@@ -112,7 +118,11 @@ async fn batched_results_equal_solo_results() {
             solo.push(engine.run(rows(&x, at, n)).await.unwrap());
             at += n;
         }
-        let instance = Instance::start(engine, config(8));
+        let cfg = BatcherConfig {
+            inline_below,
+            ..config(8)
+        };
+        let instance = Instance::start(engine, cfg);
         let calls = sizes.iter().zip(&starts).map(|(&n, &start)| {
             let instance = instance.clone();
             let request = rows(&x, start, n);
@@ -229,6 +239,7 @@ async fn a_full_queue_refuses_at_once() {
         max_batch: 4,
         max_queue_delay: Duration::from_millis(1),
         queue_capacity: 4,
+        inline_below: Duration::ZERO,
     };
     let instance = Instance::start(load(&zoo().join("digits-mlp-l.onnx")), cfg);
     let answers = join_all((0..10).map(|i| instance.infer(rows(&x, i, 1)))).await;
@@ -256,10 +267,20 @@ const BIG_ROWS: usize = 16 * 2000;
 /// An instance of `engine` (max_batch 16; partial batches wait for an idle session) once it
 /// runs one request of [`BIG_ROWS`] rows, and that request's task.
 async fn busy(engine: Engine, x: &Tensor) -> (Instance, JoinHandle<Answer>) {
+    busy_with(engine, x, Duration::ZERO).await
+}
+
+/// [`busy`], with requests that find the instance idle run inline below `inline_below`.
+async fn busy_with(
+    engine: Engine,
+    x: &Tensor,
+    inline_below: Duration,
+) -> (Instance, JoinHandle<Answer>) {
     let cfg = BatcherConfig {
         max_batch: 16,
         max_queue_delay: NEVER,
         queue_capacity: 100_000,
+        inline_below,
     };
     let instance = Instance::start(engine, cfg);
     let big = {
@@ -269,6 +290,46 @@ async fn busy(engine: Engine, x: &Tensor) -> (Instance, JoinHandle<Answer>) {
     };
     wait_for(&instance, |f| f.in_flight && f.queue_requests == 0).await;
     (instance, big)
+}
+
+/// A request that finds its instance idle runs on the caller's thread: it is answered within
+/// its first poll, with the session's outputs, and counted in the figures. One that finds the
+/// session busy is queued as before, and so is every request when inline runs are off.
+/// (On one runtime thread, a queued request cannot be answered within its first poll: the
+/// batcher's task cannot run meanwhile.)
+#[tokio::test(flavor = "current_thread")]
+async fn idle_instances_answer_on_the_callers_thread() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let engine = load(&zoo().join("digits-mlp-l.onnx"));
+    let want = engine.run(rows(&x, 3, 1)).await.unwrap();
+    let (instance, big) = busy_with(engine, &x, Duration::from_secs(1)).await;
+    assert!(
+        instance.infer(rows(&x, 3, 1)).now_or_never().is_none(),
+        "a request on a busy session waits in the queue"
+    );
+    big.await.unwrap().unwrap();
+    wait_for(&instance, |f| !f.in_flight && f.queue_requests == 0).await;
+    let before = instance.figures();
+    let got = instance
+        .infer(rows(&x, 3, 1))
+        .now_or_never()
+        .expect("answered within the first poll")
+        .unwrap();
+    assert_same_outputs(&got, &want, "inline run");
+    let after = instance.figures();
+    assert_eq!(after.requests_total, before.requests_total + 1, "{after:?}");
+    assert_eq!(after.rows_total, before.rows_total + 1);
+    assert_eq!(after.errors_total, 0);
+    // A request with more rows than a batch never runs inline.
+    assert!(instance.infer(rows(&x, 0, 17)).now_or_never().is_none());
+
+    let off = Instance::start(load(&zoo().join("digits-mlp-l.onnx")), config(16));
+    assert!(off.infer(rows(&x, 3, 1)).now_or_never().is_none());
+    let got = off.infer(rows(&x, 3, 1)).await.unwrap();
+    assert_same_outputs(&got, &want, "run on the session's thread");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,42 +390,47 @@ fn float_io(name: &str, dims: &[&str]) -> ValueInfoProto {
     }
 }
 
-fn row_sum_model() -> Engine {
+/// An engine for `graph` (ONNX IR 9, opset 17), one intra-op thread.
+fn engine_of(graph: GraphProto) -> Engine {
     let model = OnnxModel::from_proto(ModelProto {
         ir_version: Some(9),
         opset_import: vec![OperatorSetIdProto {
             domain: Some(String::new()),
             version: Some(17),
         }],
-        graph: Some(GraphProto {
-            name: Some("row_sum".into()),
-            node: vec![NodeProto {
-                op_type: Some("ReduceSum".into()),
-                input: vec!["x".into(), "axes".into()],
-                output: vec!["y".into()],
-                attribute: vec![proto::AttributeProto {
-                    name: Some("keepdims".into()),
-                    r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
-                    i: Some(0),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            input: vec![float_io("x", &["N", "F"])],
-            output: vec![float_io("y", &["N"])],
-            initializer: vec![TensorProto {
-                name: Some("axes".into()),
-                dims: vec![1],
-                data_type: Some(DataType::Int64 as i32),
-                int64_data: vec![1],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
+        graph: Some(graph),
         ..Default::default()
     })
     .unwrap();
     Engine::load(model.to_bytes(), &SessionConfig::default()).unwrap()
+}
+
+fn row_sum_model() -> Engine {
+    engine_of(GraphProto {
+        name: Some("row_sum".into()),
+        node: vec![NodeProto {
+            op_type: Some("ReduceSum".into()),
+            input: vec!["x".into(), "axes".into()],
+            output: vec!["y".into()],
+            attribute: vec![proto::AttributeProto {
+                name: Some("keepdims".into()),
+                r#type: Some(proto::attribute_proto::AttributeType::Int as i32),
+                i: Some(0),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        input: vec![float_io("x", &["N", "F"])],
+        output: vec![float_io("y", &["N"])],
+        initializer: vec![TensorProto {
+            name: Some("axes".into()),
+            dims: vec![1],
+            data_type: Some(DataType::Int64 as i32),
+            int64_data: vec![1],
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
 }
 
 /// One row of `width` small integers (sums are exact).
@@ -388,6 +454,7 @@ async fn incompatible_requests_are_never_combined() {
         max_batch: 16,
         max_queue_delay: NEVER,
         queue_capacity: 64,
+        inline_below: Duration::ZERO,
     };
     let instance = Instance::start(engine, cfg);
     let requests: Vec<(Vec<Tensor>, f32)> = (0..8)
@@ -508,4 +575,98 @@ async fn fixed_batch_models_run_each_request_alone() {
     }
     let f = instance.figures();
     assert_eq!(f.batch_histogram, vec![(2, 20)], "{f:?}");
+}
+
+// ---------------------------------------------------------------------------
+// a model that takes a while: y = x [N, 1024] times the identity, SLOW_LAYERS times
+
+const SLOW_WIDTH: usize = 1024;
+const SLOW_LAYERS: usize = 96;
+
+fn slow_model() -> Engine {
+    let mut identity = vec![0f32; SLOW_WIDTH * SLOW_WIDTH];
+    for i in 0..SLOW_WIDTH {
+        identity[i * SLOW_WIDTH + i] = 1.0;
+    }
+    let node = |i: usize| NodeProto {
+        op_type: Some("MatMul".into()),
+        input: vec![
+            if i == 0 { "x".into() } else { format!("h{i}") },
+            "w".into(),
+        ],
+        output: vec![if i + 1 == SLOW_LAYERS {
+            "y".into()
+        } else {
+            format!("h{}", i + 1)
+        }],
+        ..Default::default()
+    };
+    let width = SLOW_WIDTH.to_string();
+    engine_of(GraphProto {
+        name: Some("slow".into()),
+        node: (0..SLOW_LAYERS).map(node).collect(),
+        input: vec![float_io("x", &["N", &width])],
+        output: vec![float_io("y", &["N", &width])],
+        initializer: vec![TensorProto {
+            name: Some("w".into()),
+            dims: vec![SLOW_WIDTH as i64, SLOW_WIDTH as i64],
+            data_type: Some(DataType::Float as i32),
+            raw_data: Some(identity.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    })
+}
+
+fn slow_rows(n: usize) -> Vec<Tensor> {
+    let data = (0..n * SLOW_WIDTH).map(|i| (i % 13) as f32).collect();
+    vec![Tensor::new("x", vec![n, SLOW_WIDTH], TensorData::Fp32(data)).unwrap()]
+}
+
+/// While a long batch runs, the requests that arrive meanwhile join one next batch, handed
+/// to the session near the end of the running one, rather than a partial batch handed over
+/// behind it as soon as its first request has waited `max_queue_delay`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_arriving_during_a_long_run_join_one_batch() {
+    if !runtime_ready() {
+        return;
+    }
+    let engine = slow_model();
+    // The session learns how long a 16-row run takes.
+    let t0 = std::time::Instant::now();
+    engine.run(slow_rows(16)).await.unwrap();
+    let run = t0.elapsed();
+    let cfg = BatcherConfig {
+        max_batch: 16,
+        max_queue_delay: Duration::from_millis(1),
+        queue_capacity: 1024,
+        inline_below: Duration::ZERO,
+    };
+    let instance = Instance::start(engine, cfg);
+    let first = {
+        let instance = instance.clone();
+        tokio::spawn(async move { instance.infer(slow_rows(16)).await })
+    };
+    wait_for(&instance, |f| f.in_flight).await;
+    // Six 1-row requests within a fraction of the run.
+    let gap = (run / 30).max(Duration::from_micros(200));
+    let mut later = Vec::new();
+    for _ in 0..6 {
+        let instance = instance.clone();
+        later.push(tokio::spawn(
+            async move { instance.infer(slow_rows(1)).await },
+        ));
+        tokio::time::sleep(gap).await;
+    }
+    assert_eq!(first.await.unwrap().unwrap()[0].shape, vec![16, SLOW_WIDTH]);
+    for l in later {
+        let out = l.await.unwrap().unwrap();
+        assert_eq!(out[0].shape, vec![1, SLOW_WIDTH]);
+    }
+    let f = instance.figures();
+    assert_eq!(
+        f.batch_histogram,
+        vec![(6, 1), (16, 1)],
+        "a 16-row run took {run:?}; {f:?}"
+    );
 }

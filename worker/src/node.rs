@@ -29,6 +29,10 @@ pub struct NodeConfig {
     /// real GPU, if there is one.
     pub simulated_gpu: Option<Arc<LatencyProfile>>,
     pub max_queue_delay: Duration,
+    /// A query arriving at an idle instance whose latest run took at most this long runs on
+    /// the calling thread instead of the session's (zero: never); see
+    /// `infaas_executors::engine::InlineRunner`.
+    pub inline_below: Duration,
     /// Rows an instance may queue before answering "queue full".
     pub queue_capacity_rows: usize,
     /// Instances idle for longer than this may be evicted to make room for a load.
@@ -203,6 +207,7 @@ impl WorkerNode {
                 max_batch: req.max_batch.max(1),
                 max_queue_delay: self.cfg.max_queue_delay,
                 queue_capacity: self.cfg.queue_capacity_rows.max(req.max_batch),
+                inline_below: self.cfg.inline_below,
             },
         );
         Ok((instance, load_ms))

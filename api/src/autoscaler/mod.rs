@@ -165,6 +165,7 @@ fn make_provider(
                     "INFAAS_MAX_QUEUE_DELAY_US".into(),
                     cfg.max_queue_delay_us.to_string(),
                 ),
+                ("INFAAS_INLINE_MAX_US".into(), cfg.inline_max_us.to_string()),
                 (
                     "INFAAS_QUEUE_CAPACITY_ROWS".into(),
                     cfg.queue_capacity_rows.to_string(),

@@ -61,6 +61,7 @@ pub fn node_config(
         gpu: infaas_executors::runtime::gpu_available(),
         simulated_gpu,
         max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
+        inline_below: Duration::from_micros(config.inline_max_us),
         queue_capacity_rows: config.queue_capacity_rows,
         evict_idle_after: Duration::from_secs(config.evict_idle_secs),
     })

@@ -49,6 +49,8 @@ pub(super) struct Actor {
     running: FuturesOrdered<BoxFuture<'static, Finished>>,
     /// Jobs in `running` that run one request in chunks.
     chunked: usize,
+    /// When the session started the front job of `running` (as seen from here).
+    running_since: Option<Instant>,
     closing: bool,
     last_sweep: Instant,
 }
@@ -70,6 +72,7 @@ impl Actor {
             queue: Queue::default(),
             running: FuturesOrdered::new(),
             chunked: 0,
+            running_since: None,
             closing: false,
             last_sweep: Instant::now(),
         }
@@ -133,6 +136,8 @@ impl Actor {
         if finished.chunked {
             self.chunked -= 1;
         }
+        // The job handed over behind it (if any) starts now.
+        self.running_since = (!self.running.is_empty()).then(Instant::now);
         // Counted before anyone is answered: a caller holding its answer sees it counted.
         let now = Instant::now();
         let answered: Vec<(usize, Duration)> = finished
@@ -168,31 +173,39 @@ impl Actor {
         }
     }
 
-    /// When the queued partial batch may be handed over behind the running one.
+    /// When the queued partial batch may be handed over behind the running one: once its
+    /// oldest request has waited `max_queue_delay`, and no earlier than `max_queue_delay`
+    /// before the running batch is expected to end (its latest run's duration after it
+    /// started). A short run is followed at once; during a long one, requests keep joining
+    /// the next batch until it is nearly time to run it.
     fn next_due(&self) -> Option<Instant> {
-        if self.running.len() == 1 && self.chunked == 0 {
-            // No due time when it would overflow (a delay meaning "never").
-            self.queue
-                .oldest()
-                .and_then(|t| t.checked_add(self.max_queue_delay))
-        } else {
-            None
+        if self.running.len() != 1 || self.chunked != 0 {
+            return None;
         }
+        // No due time when it would overflow (a delay meaning "never").
+        let waited = self
+            .queue
+            .oldest()
+            .and_then(|t| t.checked_add(self.max_queue_delay))?;
+        let ending = self.running_since.and_then(|since| {
+            since.checked_add(self.engine.last_run().saturating_sub(self.max_queue_delay))
+        });
+        Some(ending.map_or(waited, |e| e.max(waited)))
     }
 
     async fn dispatch(&mut self) {
         while self.running.len() < HANDED_OVER && self.chunked == 0 {
-            let take_partial = self.running.is_empty()
-                || self
-                    .queue
-                    .oldest()
-                    .is_some_and(|t| t.elapsed() >= self.max_queue_delay);
+            let take_partial =
+                self.running.is_empty() || self.next_due().is_some_and(|due| Instant::now() >= due);
             let mut gone = Vec::new();
             let batch = self.queue.next_batch(self.policy, take_partial, &mut gone);
             self.drop_cancelled(gone);
             let Some(batch) = batch else {
                 break;
             };
+            if self.running.is_empty() {
+                self.running_since = Some(Instant::now());
+            }
             let job = self.start(batch).await;
             self.running.push_back(job);
         }
@@ -439,7 +452,7 @@ async fn submit(engine: &Engine, inputs: Vec<Tensor>) -> Run {
 }
 
 /// Bad input found by the engine is the caller's fault (400), anything else the server's.
-fn instance_error(e: EngineError) -> InstanceError {
+pub(super) fn instance_error(e: EngineError) -> InstanceError {
     match e {
         EngineError::BadInput { .. } => InstanceError::BadInput(e),
         other => InstanceError::Engine(other),

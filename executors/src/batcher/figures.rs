@@ -77,6 +77,11 @@ impl Board {
         self.in_flight.store(in_flight, Ordering::Relaxed);
     }
 
+    /// Nothing queued and no batch handed to the session, as of the batcher's last turn.
+    pub(crate) fn idle(&self) -> bool {
+        !self.in_flight.load(Ordering::Relaxed) && self.queue_requests.load(Ordering::Relaxed) == 0
+    }
+
     pub(crate) fn error(&self) {
         self.errors_total.fetch_add(1, Ordering::Relaxed);
     }
