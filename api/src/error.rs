@@ -172,6 +172,12 @@ impl IntoResponse for ApiError {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }
         }
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body is left unread, so this connection cannot carry another
+            // request: say so, or a client may send its next request on it and lose it.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

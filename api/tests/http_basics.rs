@@ -191,6 +191,12 @@ async fn oversized_bodies_unknown_routes_and_wrong_methods_answer_json() {
         .send()
         .await
         .unwrap();
+    // The unread rest of the body makes the connection unusable: the answer says so, so the
+    // client does not send the next request on it.
+    assert_eq!(
+        resp.headers().get("connection").map(|v| v.as_bytes()),
+        Some(&b"close"[..])
+    );
     expect_error(resp, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large").await;
 
     let resp = s.http.get(s.url("/v1/no-such-thing")).send().await.unwrap();
