@@ -458,9 +458,9 @@ impl Engine {
 /// A request sent to the session's thread crosses threads twice (there and back); on a
 /// virtual machine each crossing that wakes a sleeping thread costs tens of microseconds,
 /// more than a small model's whole run. The batcher calls this for a request that arrives
-/// while its instance is idle, so the lone query of a quiet instance skips both crossings;
-/// under load, and for runs longer than the bound, everything goes through the thread as
-/// before. Never used for a simulated device (its runs are held, not computed).
+/// alone at an idle instance, so the lone query skips both crossings; under load, and for
+/// runs longer than the bound, everything goes through the thread as before. Never used for
+/// a simulated device (its runs are held, not computed).
 #[derive(Clone)]
 pub struct InlineRunner {
     slot: Weak<SessionSlot>,
