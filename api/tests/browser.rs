@@ -154,13 +154,21 @@ async fn click_then(c: &Client, id: &str, then: &str) {
         .unwrap_or_else(|e| panic!("#{then} did not appear after clicking #{id}: {e}"));
 }
 
+/// The text of the element `css` selects. Pages refresh parts of themselves while they are
+/// watched, so an element found may be replaced before it is read: find it again then.
 async fn text_of(c: &Client, css: &str) -> String {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap_or_else(|e| panic!("no element {css}: {e}"))
-        .text()
-        .await
-        .unwrap()
+    let mut last = None;
+    for _ in 0..50 {
+        match c.find(Locator::Css(css)).await {
+            Ok(e) => match e.text().await {
+                Ok(text) => return text,
+                Err(err) => last = Some(err),
+            },
+            Err(err) => last = Some(err),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no readable element {css}: {last:?}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
