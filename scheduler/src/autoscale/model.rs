@@ -205,7 +205,17 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                     continue;
                 }
                 let mut r = room.clone();
-                let placed = place_n(p, j, n, &mut r);
+                // In place when it fits: the replaced instance's worker keeps its work, and a
+                // worker added for a peak is not handed new instances while load falls.
+                let at = list.last().map(|&k| p.input.running[k].worker);
+                let first = at
+                    .filter(|&w| r.fits(p.input.workers, w, &variants[j]))
+                    .map(|w| {
+                        r.take(w, &variants[j]);
+                        (j, w)
+                    });
+                let mut placed: Vec<(usize, usize)> = first.into_iter().collect();
+                placed.extend(place_n(p, j, n - placed.len(), &mut r));
                 if placed.len() == n {
                     best = Some((value, slot, Some((j, r, placed))));
                 }

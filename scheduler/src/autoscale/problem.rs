@@ -291,8 +291,9 @@ impl<'i, 'a> Prepared<'i, 'a> {
         1.0 + self.input.config.lambda_per_s * self.input.variants[j].load_ms / 1000.0
     }
 
-    /// Running instances of `j` that may be removed, as indices into `input.running`, the ones
-    /// on the busiest workers first.
+    /// Running instances of `j` that may be removed, as indices into `input.running`: the ones
+    /// on the workers with the fewest cores in use first (removing them can empty a worker,
+    /// which can then be released), then on the busiest workers.
     pub fn removable_of(&self, j: usize) -> Vec<usize> {
         let v = &self.input.variants[j];
         let mut list: Vec<usize> = self.running[j]
@@ -303,9 +304,10 @@ impl<'i, 'a> Prepared<'i, 'a> {
         let workers = self.input.workers;
         list.sort_by(|&a, &b| {
             let (wa, wb) = (self.input.running[a].worker, self.input.running[b].worker);
-            workers[wb]
-                .utilisation
-                .total_cmp(&workers[wa].utilisation)
+            workers[wa]
+                .cores_used
+                .cmp(&workers[wb].cores_used)
+                .then(workers[wb].utilisation.total_cmp(&workers[wa].utilisation))
                 .then(a.cmp(&b))
         });
         list

@@ -285,6 +285,64 @@ fn scale_down_downgrades_to_a_cheaper_variant() {
     assert_eq!(plan.score.unserved_qps, 0.0);
 }
 
+/// Scaling in empties workers: replicas go first from the worker with the fewest cores in
+/// use (it can then be released), and a downgrade's replacement stays on the replaced
+/// instance's worker rather than moving to a less-utilised one.
+#[test]
+fn scale_down_empties_workers_and_replaces_in_place() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 100.0)];
+    // w0 holds three instances, w1 (busier, fewer cores in use) one.
+    let (mut w0, mut w1) = (cpu_worker("w0", 16), cpu_worker("w1", 16));
+    w0.cores_used = 3;
+    w1.cores_used = 1;
+    w1.utilisation = 0.9;
+    let workers = [w0, w1];
+    let running = vec![
+        run(0, 0, 0, OLD),
+        run(1, 0, 0, OLD),
+        run(2, 0, 0, OLD),
+        run(3, 0, 1, OLD),
+    ];
+    // 400 rows/s of capacity for 120: one removal is enough to drop below 3.
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        running,
+        vec![family(&[0], 120.0)],
+    ))
+    .unwrap();
+    assert_eq!(
+        kinds(&plan).first(),
+        Some(&ActionKind::RemoveReplica { instance: 3 }),
+        "{:?}",
+        kinds(&plan)
+    );
+
+    let variants = [
+        var("dear", HardwareKind::Cpu, 2, 2000.0),
+        var("cheap", HardwareKind::Cpu, 1, 400.0),
+    ];
+    // The replaced instance is on w1, the busier worker: its replacement still goes there.
+    let (w0, mut w1) = (cpu_worker("w0", 16), cpu_worker("w1", 16));
+    w1.utilisation = 0.9;
+    let workers = [w0, w1];
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        vec![run(5, 0, 1, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    ))
+    .unwrap();
+    assert_eq!(
+        kinds(&plan),
+        [ActionKind::Downgrade {
+            from: 5,
+            to: 1,
+            worker: 1
+        }]
+    );
+}
+
 #[test]
 fn exact_finds_the_mix_the_greedy_misses() {
     // 238 rows/s with slack: 249.9. Greedy takes one variant: c x5 (5 cores) beats b x2 (6);
