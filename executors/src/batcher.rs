@@ -256,9 +256,8 @@ impl Instance {
 
     async fn enqueue(&self, inputs: Vec<Tensor>, arrived: Instant, alone: bool) -> Answer {
         let shared = &*self.shared;
-        let request = rows::parse_request(&shared.signature, shared.batching, inputs)
+        let mut request = rows::parse_request(&shared.signature, shared.batching, inputs)
             .map_err(InstanceError::BadInput)?;
-        let mut request = request;
         if alone && request.rows <= shared.config.max_batch && shared.board.idle() {
             let started = Instant::now();
             match shared

@@ -278,12 +278,18 @@ struct SessionSlot {
 }
 
 impl SessionSlot {
+    /// Runs on the session's thread: waits for the lock.
     fn run(&self, inputs: Vec<Tensor>) -> RunResult {
-        let started = Instant::now();
-        let result = match self.session.lock() {
-            Ok(mut s) => s.run(inputs),
+        match self.session.lock() {
+            Ok(mut session) => self.run_on(&mut session, inputs),
             Err(_) => Err(EngineError::Stopped),
-        };
+        }
+    }
+
+    /// Runs on `session` (this slot's, locked by the caller) and records the run's duration.
+    fn run_on(&self, session: &mut DirectSession, inputs: Vec<Tensor>) -> RunResult {
+        let started = Instant::now();
+        let result = session.run(inputs);
         self.record(started);
         result
     }
@@ -496,11 +502,7 @@ impl InlineRunner {
         let Ok(mut session) = slot.session.try_lock() else {
             return Inline::Declined(inputs);
         };
-        let started = Instant::now();
-        let result = session.run(inputs);
-        drop(session);
-        slot.record(started);
-        Inline::Ran(result)
+        Inline::Ran(slot.run_on(&mut session, inputs))
     }
 }
 
