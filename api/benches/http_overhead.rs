@@ -7,7 +7,10 @@
 //!     the variant the lone query got. The added p50 is the difference (target <= 100 us).
 //!     `GET /healthz` over the same connection shows the floor of the HTTP client and server.
 //!     Both are measured twice: with reqwest on the server's own runtime, and with a plain
-//!     blocking socket on its own thread (HTTP/1.1 written and parsed by hand).
+//!     blocking socket on its own thread (HTTP/1.1 written and parsed by hand). Beside them:
+//!     the machine's own loopback round trip for the same bytes (a blocking thread that
+//!     answers with the server's last answer, no HTTP), and the router called in-process with
+//!     no socket (whole middleware stack, then the handler alone).
 //! (b) Saturation throughput on a model whose run time dominates (`registry_common::heavy`:
 //!     `INFAAS_BENCH_CHANNELS` x `INFAAS_BENCH_LAYERS` 3x3 convolutions in front of
 //!     `digits-mlp-scores`, default 384 x 5, with that model's accuracy): `CLIENTS` closed-loop
@@ -21,7 +24,8 @@
 //! does not have to. Needs ONNX Runtime (`ORT_DYLIB_PATH` or the `scripts/setup.sh` cache).
 //!
 //! Run: `cargo bench -p infaas-api --bench http_overhead`
-//! (`INFAAS_BENCH_ONLY=latency` skips (b)).
+//! (`INFAAS_BENCH_ONLY=latency` skips (b); `INFAAS_BENCH_RUNS`, default 5000, queries per
+//! latency series; `INFAAS_BENCH_WORKERS` sets the runtime's worker threads).
 
 #[path = "../tests/registry_common/mod.rs"]
 mod registry_common;
@@ -41,7 +45,6 @@ use registry_common::{
 };
 use serde_json::{json, Value};
 
-const RUNS: usize = 5000;
 const WARMUP: usize = 300;
 const CLIENTS: usize = 128;
 const WINDOW: Duration = Duration::from_secs(5);
@@ -67,12 +70,26 @@ fn named_rows(x: &Tensor, n: usize, name: &str) -> Tensor {
     Tensor::new(name, vec![n, width], TensorData::Fp32(take)).expect("a tensor")
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // The server's runtime, as `infaas serve` builds it (`INFAAS_BENCH_WORKERS` sets its
+    // worker threads; default one per core).
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Ok(n) = std::env::var("INFAAS_BENCH_WORKERS") {
+        runtime.worker_threads(n.parse().expect("INFAAS_BENCH_WORKERS: a thread count"));
+    }
+    runtime
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(run());
+}
+
+async fn run() {
     let Some(ort) = ort_library() else {
         return;
     };
     let model = std::env::var("INFAAS_BENCH_MODEL").unwrap_or_else(|_| "digits-mlp-l".into());
+    let runs = env_usize("INFAAS_BENCH_RUNS", 5000);
     let b = Backends::embedded();
     let p_ = Platform::start(fast_config(&b, &ort)).await;
     let t = p_.tenant("bench", open_quotas()).await;
@@ -103,6 +120,7 @@ async fn main() {
         .await
         .expect("JSON");
     let name = first["variant"].as_str().expect("a variant").to_string();
+    let reason = first["reason"].as_str().unwrap_or_default().to_string();
     let f = variant_file(&p_, &t, &model, &name).await;
     let threads = f.cfg.intra_threads;
 
@@ -111,8 +129,8 @@ async fn main() {
         let (bytes, one, cfg) = (f.bytes.clone(), one.clone(), f.cfg.clone());
         tokio::task::spawn_blocking(move || {
             let mut s = DirectSession::load(&bytes, &cfg).expect("a session");
-            let mut lat = Vec::with_capacity(RUNS);
-            for i in 0..WARMUP + RUNS {
+            let mut lat = Vec::with_capacity(runs);
+            for i in 0..WARMUP + runs {
                 let t0 = Instant::now();
                 s.run(vec![one.clone()]).expect("a run");
                 if i >= WARMUP {
@@ -125,16 +143,61 @@ async fn main() {
         .await
         .expect("the raw loop")
     };
-    let mut over_http = Vec::with_capacity(RUNS);
-    let mut server_side = Vec::with_capacity(RUNS);
-    for i in 0..WARMUP + RUNS {
+    // The server's own code, no socket: the router called in this task.
+    let router = infaas_api::server::router(p_.server.state.clone());
+    let in_process =
+        |router: axum::Router, req: fn(&str, &str) -> axum::http::Request<axum::body::Body>| {
+            let (token, body) = (t.token.clone(), body.clone());
+            async move {
+                let (mut lat, mut served) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+                for i in 0..WARMUP + runs {
+                    let t0 = Instant::now();
+                    let r = tower::ServiceExt::oneshot(router.clone(), req(&token, &body))
+                        .await
+                        .expect("an answer");
+                    assert!(r.status().is_success(), "status {}", r.status());
+                    let server_ms = server_measured(r.headers());
+                    axum::body::to_bytes(r.into_body(), usize::MAX)
+                        .await
+                        .expect("a body");
+                    if i >= WARMUP {
+                        lat.push(ms(t0.elapsed()));
+                        served.push(server_ms);
+                    }
+                }
+                lat.sort_by(f64::total_cmp);
+                served.sort_by(f64::total_cmp);
+                (lat, served)
+            }
+        };
+    let infer_request = |token: &str, body: &str| {
+        axum::http::Request::post("/v1/apps/bench/infer")
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body.to_string()))
+            .expect("a request")
+    };
+    let (router_infer, router_served) = in_process(router.clone(), infer_request).await;
+    // The handler alone: the same route without the middleware stack and nesting.
+    let bare = axum::Router::new()
+        .route(
+            "/v1/apps/{app}/infer",
+            axum::routing::post(infaas_api::routes::infer::infer_app),
+        )
+        .with_state(p_.server.state.clone());
+    let (bare_infer, _) = in_process(bare, infer_request).await;
+    let (router_healthz, _) = in_process(router, |_, _| {
+        axum::http::Request::get("/healthz")
+            .body(axum::body::Body::empty())
+            .expect("a request")
+    })
+    .await;
+    let mut over_http = Vec::with_capacity(runs);
+    let mut server_side = Vec::with_capacity(runs);
+    for i in 0..WARMUP + runs {
         let t0 = Instant::now();
         let r = query().send().await.expect("a query");
-        let server_ms: f64 = r
-            .headers()
-            .get("x-infaas-latency-ms")
-            .and_then(|h| h.to_str().ok()?.parse().ok())
-            .unwrap_or(f64::NAN);
+        let server_ms = server_measured(r.headers());
         assert!(r.status().is_success(), "status {}", r.status());
         r.bytes().await.expect("a body");
         if i >= WARMUP {
@@ -145,8 +208,8 @@ async fn main() {
     over_http.sort_by(f64::total_cmp);
     server_side.sort_by(f64::total_cmp);
     let healthz_url = format!("{}/healthz", p_.base);
-    let mut floor = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
+    let mut floor = Vec::with_capacity(runs);
+    for _ in 0..runs {
         let t0 = Instant::now();
         let r = http.get(&healthz_url).send().await.expect("healthz");
         r.bytes().await.expect("a body");
@@ -164,11 +227,10 @@ async fn main() {
         body.len()
     );
     let health_req = format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\n\r\n");
-    let (plain_infer, plain_floor) = tokio::task::spawn_blocking(move || {
-        let mut c = PlainClient::connect(addr);
-        let mut time = |req: &str| {
-            let mut lat = Vec::with_capacity(RUNS);
-            for i in 0..WARMUP + RUNS {
+    let (plain_infer, plain_floor, socket_floor) = tokio::task::spawn_blocking(move || {
+        let time = |c: &mut PlainClient, req: &str| {
+            let mut lat = Vec::with_capacity(runs);
+            for i in 0..WARMUP + runs {
                 let t0 = Instant::now();
                 let status = c.round_trip(req.as_bytes());
                 assert_eq!(status, 200, "plain client status");
@@ -179,22 +241,24 @@ async fn main() {
             lat.sort_by(f64::total_cmp);
             lat
         };
-        (time(&infer_req), time(&health_req))
+        let mut c = PlainClient::connect(addr);
+        let infer = time(&mut c, &infer_req);
+        let answer = c.buf.clone();
+        let health = time(&mut c, &health_req);
+        // The machine's own loopback round trip for the same bytes: a blocking thread that
+        // reads the request and writes the server's last answer back, no HTTP, no runtime.
+        let canned = canned_server(infer_req.len(), answer);
+        let socket = time(&mut PlainClient::connect(canned), &infer_req);
+        (infer, health, socket)
     })
     .await
     .expect("the plain client");
 
     // (b) saturation throughput, on a model whose run time dominates (see
     // `registry_common::heavy`): on the zoo's microsecond models HTTP itself is the bottleneck.
-    let env = |k: &str, default: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
     let (channels, layers) = (
-        env("INFAAS_BENCH_CHANNELS", 384),
-        env("INFAAS_BENCH_LAYERS", 5),
+        env_usize("INFAAS_BENCH_CHANNELS", 384),
+        env_usize("INFAAS_BENCH_LAYERS", 5),
     );
     let heavy_name = format!("digits-cnn-{channels}x{layers}");
     let sat = if std::env::var("INFAAS_BENCH_ONLY").as_deref() == Ok("latency") {
@@ -203,7 +267,8 @@ async fn main() {
         Some(saturation(&p_, &t, &heavy_name, heavy_cnn(channels, layers), &x).await)
     };
     let raw_p50 = p(&raw, 0.5);
-    println!("http_overhead: model {model}, variant {name} ({threads} threads), {RUNS} runs");
+    println!("http_overhead: model {model}, variant {name} ({threads} threads), {runs} runs");
+    println!("  chosen because: {reason}");
     println!("\n(a) latency at batch 1            p50 ms    p99 ms");
     println!(
         "raw ONNX Runtime (DirectSession) {raw_p50:>8.4} {:>9.4}",
@@ -218,6 +283,14 @@ async fn main() {
         "  server-measured (x-infaas-latency-ms) {:>6.4} {:>9.4}",
         p(&server_side, 0.5),
         p(&server_side, 0.99)
+    );
+    println!(
+        "  in-process router, no socket    {:>8.4} {:>9.4}; /healthz {:.4}; the handler alone {:.4}; server-measured {:.4}",
+        p(&router_infer, 0.5),
+        p(&router_infer, 0.99),
+        p(&router_healthz, 0.5),
+        p(&bare_infer, 0.5),
+        p(&router_served, 0.5)
     );
     println!(
         "GET /healthz (HTTP floor)         {:>8.4} {:>9.4}",
@@ -241,10 +314,32 @@ async fn main() {
         (p(&plain_infer, 0.5) - raw_p50) * 1e3,
         p(&plain_floor, 0.5) * 1e3
     );
+    println!(
+        "loopback TCP round trip of the same bytes (no HTTP): p50 {:.1} us, p99 {:.1} us; \
+         added p50 beyond it: {:.1} us",
+        p(&socket_floor, 0.5) * 1e3,
+        p(&socket_floor, 0.99) * 1e3,
+        (p(&plain_infer, 0.5) - raw_p50 - p(&socket_floor, 0.5)) * 1e3
+    );
     if let Some(sat) = sat {
         sat.print();
     }
     p_.stop().await;
+}
+
+/// `x-infaas-latency-ms`, the server's own measure of a query (NaN when absent).
+fn server_measured(headers: &axum::http::HeaderMap) -> f64 {
+    headers
+        .get("x-infaas-latency-ms")
+        .and_then(|h| h.to_str().ok()?.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+fn env_usize(key: &str, default: usize) -> usize {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// The JSON body of a query with one FP32 input.
@@ -473,6 +568,34 @@ async fn saturation(
         errors,
         settled_after,
     }
+}
+
+/// A thread answering every `request_len` bytes it reads with `answer`, on one connection.
+fn canned_server(request_len: usize, answer: Vec<u8>) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        let _ = s.set_nodelay(true);
+        let mut chunk = [0u8; 8192];
+        let mut got = 0;
+        while let Ok(n) = s.read(&mut chunk) {
+            if n == 0 {
+                return;
+            }
+            got += n;
+            while got >= request_len {
+                got -= request_len;
+                if s.write_all(&answer).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    addr
 }
 
 /// One keep-alive HTTP/1.1 connection on a blocking socket; answers must carry a

@@ -1,9 +1,9 @@
 //! `POST /v1/apps/{app}/infer` (model-less) and `POST /v1/models/{model}/infer`.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use infaas_protocol::{tensor_from_json, tensor_to_json, JsonTensor};
+use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -88,34 +88,51 @@ pub fn outcome_headers(o: &Outcome) -> HeaderMap {
     h
 }
 
-fn respond(o: Outcome) -> Response {
-    let headers = outcome_headers(&o);
-    let body = InferResponse {
-        outputs: o
-            .outputs
-            .iter()
-            .map(|t| {
-                let j = tensor_to_json(t);
-                TensorJson {
-                    name: j.name,
-                    shape: j.shape,
-                    datatype: j.datatype,
-                    data: j.data.unwrap_or(serde_json::Value::Null),
-                }
-            })
-            .collect(),
-        app: o.app,
-        model: o.model,
-        variant: o.variant,
-        worker: o.worker,
-        hardware: o.hardware,
-        accuracy: o.accuracy,
-        reason: o.reason,
-        predicted_ms: o.predicted_ms,
-        latency_ms: o.latency_ms,
-        cost: o.cost,
-    };
-    (headers, Json(body)).into_response()
+/// [`InferResponse`] borrowed from the outcome, for writing: outputs go from their typed
+/// buffers to the body without a JSON value per element.
+#[derive(Serialize)]
+struct InferAnswer<'a> {
+    outputs: Vec<JsonTensorOut<'a>>,
+    app: &'a str,
+    model: &'a str,
+    variant: &'a str,
+    worker: &'a str,
+    hardware: &'a str,
+    accuracy: f64,
+    reason: &'a str,
+    predicted_ms: f64,
+    latency_ms: f64,
+    cost: f64,
+}
+
+impl<'a> From<&'a Outcome> for InferAnswer<'a> {
+    fn from(o: &'a Outcome) -> InferAnswer<'a> {
+        InferAnswer {
+            outputs: o.outputs.iter().map(JsonTensorOut::new).collect(),
+            app: &o.app,
+            model: &o.model,
+            variant: &o.variant,
+            worker: &o.worker,
+            hardware: &o.hardware,
+            accuracy: o.accuracy,
+            reason: &o.reason,
+            predicted_ms: o.predicted_ms,
+            latency_ms: o.latency_ms,
+            cost: o.cost,
+        }
+    }
+}
+
+fn respond(o: Outcome) -> ApiResult<Response> {
+    let mut body =
+        Vec::with_capacity(512 + 12 * o.outputs.iter().map(|t| t.data.len()).sum::<usize>());
+    serde_json::to_writer(&mut body, &InferAnswer::from(&o)).map_err(ApiError::internal)?;
+    let mut headers = outcome_headers(&o);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok((headers, body).into_response())
 }
 
 async fn infer(
@@ -130,9 +147,7 @@ async fn infer(
         min_accuracy: req.min_accuracy,
         max_cost: req.max_cost,
     };
-    Ok(respond(
-        serve(state, &p.tenant_id, goal, want, inputs).await?,
-    ))
+    respond(serve(state, &p.tenant_id, goal, want, inputs).await?)
 }
 
 /// Model-less query: the platform picks a variant of the application's models that meets
@@ -170,4 +185,85 @@ pub async fn infer_model(
     Json(req): Json<InferRequest>,
 ) -> ApiResult<Response> {
     infer(&state, &p, Goal::Model(&model), req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use infaas_core::{Tensor, TensorData};
+    use infaas_protocol::tensor_to_json;
+    use serde_json::Value;
+
+    fn outcome() -> Outcome {
+        let tensor = |name: &str, shape: Vec<usize>, data| Tensor::new(name, shape, data).unwrap();
+        Outcome {
+            outputs: vec![
+                tensor("label", vec![2], TensorData::Int64(vec![3, i64::MAX])),
+                tensor(
+                    "probabilities",
+                    vec![2, 3],
+                    TensorData::Fp32(vec![0.1, 0.7, 0.2, f32::NAN, 1e-7, 0.333_333_34]),
+                ),
+                tensor("tag", vec![1], TensorData::Bytes(vec!["\"cat\"\n".into()])),
+            ],
+            app: "shop".into(),
+            model: "m".into(),
+            variant: "m.int8.cpu.t1.b8".into(),
+            worker: "w-1".into(),
+            hardware: "cpu".into(),
+            accuracy: 0.97,
+            reason: "fastest \"active\" variant".into(),
+            predicted_ms: 0.042,
+            latency_ms: 0.051,
+            cost: 1.5e-9,
+        }
+    }
+
+    /// The answer as `InferResponse` builds it, every element a JSON value.
+    fn as_values(o: Outcome) -> Value {
+        serde_json::to_value(InferResponse {
+            outputs: o
+                .outputs
+                .iter()
+                .map(|t| {
+                    let j = tensor_to_json(t);
+                    TensorJson {
+                        name: j.name,
+                        shape: j.shape,
+                        datatype: j.datatype,
+                        data: j.data.unwrap_or(Value::Null),
+                    }
+                })
+                .collect(),
+            app: o.app,
+            model: o.model,
+            variant: o.variant,
+            worker: o.worker,
+            hardware: o.hardware,
+            accuracy: o.accuracy,
+            reason: o.reason,
+            predicted_ms: o.predicted_ms,
+            latency_ms: o.latency_ms,
+            cost: o.cost,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn answers_are_written_as_the_documented_response() {
+        let r = respond(outcome()).unwrap();
+        let h = r.headers();
+        assert_eq!(h[header::CONTENT_TYPE], "application/json");
+        assert_eq!(h["x-infaas-variant"], "m.int8.cpu.t1.b8");
+        assert_eq!(h["x-infaas-latency-ms"], "0.051");
+        let body = axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let written: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(written, as_values(outcome()));
+        // And clients read it as the documented type.
+        let typed: InferResponse = serde_json::from_slice(&body).unwrap();
+        assert_eq!(typed.outputs[1].data[3], Value::Null);
+        assert_eq!(typed.outputs[0].data[1], i64::MAX);
+    }
 }

@@ -8,7 +8,7 @@ use super::body::{decode_tensors, split};
 use super::request::V2Request;
 use crate::binary;
 use crate::error::{ProtocolError, Role, TensorProblem};
-use crate::json_tensor::{json_header, tensor_to_json, JsonTensor};
+use crate::json_tensor::{JsonTensor, JsonTensorOut};
 
 /// An encoded response body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub struct V2Response {
 }
 
 // Field order is the order on the wire.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct WireResponse {
     model_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,6 +53,19 @@ struct WireResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     parameters: Option<Map<String, Value>>,
     outputs: Vec<JsonTensor>,
+}
+
+/// [`WireResponse`] borrowed from the outputs, for writing.
+#[derive(Serialize)]
+struct WireResponseOut<'a> {
+    model_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<Map<String, Value>>,
+    outputs: Vec<JsonTensorOut<'a>>,
 }
 
 /// Encodes the model's `outputs` as the request asked: every output (in model order)
@@ -76,18 +89,18 @@ pub fn encode_v2_response(
             let start = binary.len();
             binary::encode(&t.data, &mut binary)
                 .map_err(|p| ProtocolError::tensor(Role::Output, &t.name, p))?;
-            let mut j = json_header(t);
+            let mut j = JsonTensorOut::header(t);
             j.parameters
                 .insert("binary_data_size".into(), (binary.len() - start).into());
             wire_outputs.push(j);
         } else {
-            wire_outputs.push(tensor_to_json(t));
+            wire_outputs.push(JsonTensorOut::new(t));
         }
     }
-    let wire = WireResponse {
-        model_name: model_name.to_owned(),
-        model_version: model_version.map(str::to_owned),
-        id: id.map(str::to_owned),
+    let wire = WireResponseOut {
+        model_name,
+        model_version,
+        id,
         parameters: (!parameters.is_empty()).then_some(parameters),
         outputs: wire_outputs,
     };
