@@ -281,8 +281,10 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         .find(|v| v.peak >= 4000.0)
         .map(|v| (*v).clone())
         .unwrap_or_else(|| panic!("no usable profile: {all:#?}"));
+    // Prices differ by the files' memory (about 1% on this model, as profiled); the scaler
+    // downgrades for any saving above a load's weight (1 + lambda * load time, ~1e-5 here).
     assert!(
-        dear.rate > cheapest * 1.01,
+        dear.rate > cheapest * 1.001,
         "the files do not differ in price: {all:#?}"
     );
     // The cheapest file's batch-1 variant: where the downgrade lands (smallest batch first

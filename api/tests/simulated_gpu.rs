@@ -148,6 +148,14 @@ async fn simulated_gpu_variants_are_profiled_and_served() {
     // Load the FP32 GPU variant on the simulated worker (as a scaling decision would), then
     // query the model: its only instance is that one.
     let gpu_name = format!("{MODEL}.fp32.gpu.t1.b8");
+    // The model reads as ready a moment before the registry refreshes the serving catalog
+    // (a query in between refreshes it itself); this test reads the catalog directly.
+    p.server
+        .state
+        .cluster
+        .refresh_catalog()
+        .await
+        .expect("the serving catalog");
     let catalog = p.server.state.cluster.catalog();
     let served = catalog
         .variants()
