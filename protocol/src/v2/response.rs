@@ -42,20 +42,21 @@ pub struct V2Response {
     pub outputs: Vec<Tensor>,
 }
 
-// Field order is the order on the wire.
+/// A response's JSON header as read back.
 #[derive(Deserialize)]
 struct WireResponse {
     model_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     model_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     parameters: Option<Map<String, Value>>,
     outputs: Vec<JsonTensor>,
 }
 
-/// [`WireResponse`] borrowed from the outputs, for writing.
+/// A response's JSON header as written, borrowed from the outputs. Field order is the
+/// order on the wire.
 #[derive(Serialize)]
 struct WireResponseOut<'a> {
     model_name: &'a str,
