@@ -268,6 +268,10 @@ impl Instance {
                     let done = Instant::now();
                     shared.board.ran(request.rows, started, done);
                     shared.board.answered(&[(request.rows, done - arrived)]);
+                    // Answered without waiting: count it against the task's cooperative
+                    // budget, as waiting for a queued answer would, so that a loop of
+                    // inline calls still lets its thread's other tasks run.
+                    tokio::task::coop::consume_budget().await;
                     return result.map_err(actor::instance_error);
                 }
                 Inline::Declined(inputs) => request.inputs = inputs,

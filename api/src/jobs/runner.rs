@@ -333,6 +333,9 @@ impl JobRunner {
             .map_err(Stop::Fail)?;
             at += n;
             batches += 1;
+            // A batch may run on this task's thread (an idle instance answers inline) and
+            // return without waiting: give online queries queued behind this task their turn.
+            tokio::task::yield_now().await;
         }
         let key = file_key(
             tenant,
