@@ -198,6 +198,7 @@ fn main() {
         families: c.families.clone(),
         prices: PRICES,
         config: ScalingConfig::default(),
+        releasable: Vec::new(),
     };
     println!(
         "problem: {} families x {} variants, {} workers, {} running instances",

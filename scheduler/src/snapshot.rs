@@ -191,6 +191,19 @@ impl Prices {
             + v.memory_bytes as f64 / 1e9 * self.memory_gb_per_s
             + gpu
     }
+
+    /// Price per second of a whole worker: all its cores, all its memory and, when it has
+    /// one, a GPU.
+    pub fn worker_rate_per_s(&self, w: &WorkerEntry) -> f64 {
+        let gpu = if w.hardware.contains(&HardwareKind::Gpu) {
+            self.gpu_per_s
+        } else {
+            0.0
+        };
+        w.cores as f64 * self.cpu_core_per_s
+            + w.memory_bytes as f64 / 1e9 * self.memory_gb_per_s
+            + gpu
+    }
 }
 
 /// Cost of one single-row query that runs in a batch of `batch` rows (clamped to

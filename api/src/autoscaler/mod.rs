@@ -68,6 +68,7 @@ struct LastInput {
     snapshot: Arc<Snapshot>,
     demands: Vec<DemandSpec>,
     ages: Vec<f64>,
+    releasable: Vec<bool>,
 }
 
 /// See the module documentation.
@@ -295,32 +296,35 @@ impl Autoscaler {
         ))
     }
 
-    /// The snapshot as the model policies see it: workers the provider started count as fully
-    /// busy, so new instances go to the permanent workers while they have room and scale-in
-    /// empties provisioned workers first (the worker autoscaler then stops them).
-    fn policy_snapshot(&self) -> Arc<Snapshot> {
+    /// The snapshot as the model policies see it, and which of its workers are releasable:
+    /// workers the provider started count as fully busy, so new instances go to the permanent
+    /// workers while they have room, and scale-in empties them first (it saves their price;
+    /// the worker autoscaler then stops them).
+    fn policy_snapshot(&self) -> (Arc<Snapshot>, Vec<bool>) {
         let snapshot = self.state.cluster.snapshot();
         let provisioned: Vec<String> = lock(&self.book).provisioned.keys().cloned().collect();
         if provisioned.is_empty() {
-            return snapshot;
+            return (snapshot, Vec::new());
         }
         let ids = self.state.cluster.worker_ids_by_name();
         let mut s = (*snapshot).clone();
+        let mut releasable = vec![false; s.workers().len()];
         for name in &provisioned {
             let Some(w) = ids.get(name).and_then(|id| s.worker_index(id)) else {
                 continue;
             };
+            releasable[w] = true;
             let e = &s.workers()[w];
             let (cores, memory) = (e.cores_used, e.memory_used);
             let _ = s.set_worker_usage(w, cores, memory, 1.0);
         }
-        Arc::new(s)
+        (Arc::new(s), releasable)
     }
 
     /// One model-autoscaler period.
     fn model_period(self: &Arc<Self>) {
         let now = Instant::now();
-        let snapshot = self.policy_snapshot();
+        let (snapshot, releasable) = self.policy_snapshot();
         let arrivals = self.state.cluster.demand.take();
         let elapsed = {
             let mut last = lock(&self.last_take);
@@ -440,6 +444,7 @@ impl Autoscaler {
             .collect();
         let plan = plan_with(
             &snapshot,
+            &releasable,
             &demands,
             &ages,
             self.prices,
@@ -508,6 +513,7 @@ impl Autoscaler {
             snapshot: snapshot.clone(),
             demands,
             ages,
+            releasable,
         });
         drop(book);
         self.spawn_jobs(&snapshot, jobs);
@@ -973,6 +979,7 @@ impl Autoscaler {
             let started = Instant::now();
             let greedy_plan = plan_with(
                 &input.snapshot,
+                &input.releasable,
                 &input.demands,
                 &input.ages,
                 prices,
@@ -981,6 +988,7 @@ impl Autoscaler {
             )?;
             let exact_plan = plan_with(
                 &input.snapshot,
+                &input.releasable,
                 &input.demands,
                 &input.ages,
                 prices,
@@ -1113,9 +1121,11 @@ fn short_families(
     out
 }
 
-/// The model-scaling input of `demands` on `s`, solved by `policy`.
+/// The model-scaling input of `demands` on `s` (with its `releasable` workers), solved by
+/// `policy`.
 fn plan_with(
     s: &Snapshot,
+    releasable: &[bool],
     demands: &[DemandSpec],
     ages: &[f64],
     prices: Prices,
@@ -1133,7 +1143,8 @@ fn plan_with(
         })
         .collect();
     let input =
-        ScalingInput::from_snapshot(s, &fd, |i| ages.get(i).copied().unwrap_or(0.0), prices, cfg);
+        ScalingInput::from_snapshot(s, &fd, |i| ages.get(i).copied().unwrap_or(0.0), prices, cfg)
+            .with_releasable(releasable.to_vec());
     policy(&input)
 }
 

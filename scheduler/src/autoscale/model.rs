@@ -12,7 +12,9 @@
 //!   *removing* one removable instance or *downgrading* one: replacing it with as many
 //!   instances of a cheaper loadable variant as keep the headroom, when their price and load
 //!   term are below the removed instance's price. Each step keeps headroom at least `slack`;
-//!   steps go on while headroom is above `scale_down`.
+//!   steps go on while headroom is above `scale_down`. A step that takes the last instance off
+//!   a releasable worker (one the provider started) also saves that worker's price, so scaling
+//!   in empties those workers first and the VM-Autoscaler can stop them.
 //!
 //! Families are handled in order; each one's loads take room from those after it.
 
@@ -179,6 +181,28 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
     // its other loads and the plain removals come after.
     let (mut paired_loads, mut extra_loads, mut paired, mut plain, mut steps) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Per worker: cores freed by the removals chosen so far, and running instances left.
+    let workers = p.input.workers;
+    let mut freed = vec![0usize; workers.len()];
+    let mut left_on = vec![0usize; workers.len()];
+    for r in &p.input.running {
+        left_on[r.worker] += 1;
+    }
+    // What removing running instance `k` saves beyond its own price: the price of its worker
+    // when that worker is releasable and `k` is the last thing on it (by the instances known
+    // here and by the cores the worker reports in use).
+    let empties = |k: usize, freed: &[usize], left_on: &[usize]| {
+        let r = &p.input.running[k];
+        let w = &workers[r.worker];
+        if p.input.is_releasable(r.worker)
+            && left_on[r.worker] == 1
+            && w.cores_used <= freed[r.worker] + variants[r.variant].threads
+        {
+            p.input.prices.worker_rate_per_s(w)
+        } else {
+            0.0
+        }
+    };
     const EPS: f64 = 1e-9;
     while load <= 0.0 || capacity / load > cfg.scale_down {
         // (value, slot in `left`, downgrade target and its loads)
@@ -191,8 +215,12 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
             let better = |value: f64, best: &Option<(f64, usize, _)>| {
                 value < -EPS && best.as_ref().is_none_or(|b| value < b.0)
             };
-            if capacity - p.peak[i] >= demand - EPS && better(-p.rate[i], &best) {
-                best = Some((-p.rate[i], slot, None));
+            let Some(&next) = list.last() else {
+                continue;
+            };
+            let saved = p.rate[i] + empties(next, &freed, &left_on);
+            if capacity - p.peak[i] >= demand - EPS && better(-saved, &best) {
+                best = Some((-saved, slot, None));
             }
             // Downgrade: replace it with as many instances of a cheaper variant as needed.
             for &j in &fam.variants {
@@ -201,14 +229,17 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                 }
                 let n = count_for(demand - (capacity - p.peak[i]), p.peak[j]).max(1);
                 let value = n as f64 * p.load_weight(j) - p.rate[i];
-                if !better(value, &best) {
+                let credit = empties(next, &freed, &left_on);
+                if !better(value - credit, &best) {
                     continue;
                 }
                 let mut r = room.clone();
                 // In place when it fits: the replaced instance's worker keeps its work, and a
-                // worker added for a peak is not handed new instances while load falls.
-                let at = list.last().map(|&k| p.input.running[k].worker);
-                let first = at
+                // worker added for a peak is not handed new instances while load falls. A
+                // releasable worker is left to empty when another has room.
+                let at = p.input.running[next].worker;
+                let first = Some(at)
+                    .filter(|&w| !p.input.is_releasable(w))
                     .filter(|&w| r.fits(p.input.workers, w, &variants[j]))
                     .map(|w| {
                         r.take(w, &variants[j]);
@@ -216,7 +247,12 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                     });
                 let mut placed: Vec<(usize, usize)> = first.into_iter().collect();
                 placed.extend(place_n(p, j, n - placed.len(), &mut r));
-                if placed.len() == n {
+                let value = if placed.iter().any(|&(_, w)| w == at) {
+                    value
+                } else {
+                    value - credit
+                };
+                if placed.len() == n && better(value, &best) {
                     best = Some((value, slot, Some((j, r, placed))));
                 }
             }
@@ -228,10 +264,16 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
         let Some(k) = list.pop() else {
             break;
         };
+        let at = p.input.running[k].worker;
+        freed[at] += variants[*i].threads;
+        left_on[at] -= 1;
         capacity -= p.peak[*i];
         match to {
             Some((j, r, placed)) => {
                 *room = r;
+                for &(_, w) in &placed {
+                    left_on[w] += 1;
+                }
                 capacity += placed.len() as f64 * p.peak[j];
                 steps.push(format!(
                     "downgrade {} to {} x{} ({value:+.3e}/s)",

@@ -58,6 +58,10 @@ pub struct ScalingInput<'a> {
     pub families: Vec<Family>,
     pub prices: Prices,
     pub config: ScalingConfig,
+    /// Per worker: whether it is stopped once it has no instance (a worker the provider
+    /// started). Scaling in empties these first: removing the last instance on one also saves
+    /// the worker's price. Missing entries are `false`.
+    pub releasable: Vec<bool>,
 }
 
 impl<'a> ScalingInput<'a> {
@@ -119,7 +123,19 @@ impl<'a> ScalingInput<'a> {
             families,
             prices,
             config,
+            releasable: Vec::new(),
         }
+    }
+
+    /// The same input with `releasable` workers (see the field).
+    pub fn with_releasable(mut self, releasable: Vec<bool>) -> Self {
+        self.releasable = releasable;
+        self
+    }
+
+    /// Whether worker `w` is stopped once empty.
+    pub fn is_releasable(&self, w: usize) -> bool {
+        self.releasable.get(w).copied().unwrap_or(false)
     }
 }
 

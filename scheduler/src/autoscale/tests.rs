@@ -86,6 +86,7 @@ fn input<'a>(
         families,
         prices: PRICES,
         config: ScalingConfig::default(),
+        releasable: Vec::new(),
     }
 }
 
@@ -339,6 +340,89 @@ fn scale_down_empties_workers_and_replaces_in_place() {
             from: 5,
             to: 1,
             worker: 1
+        }]
+    );
+}
+
+/// Scaling in takes the last instance off a releasable worker (one the provider started)
+/// before an equally priced, even slightly cheaper, one on a permanent worker: that also saves
+/// the worker. A downgrade of an instance on a releasable worker puts the replacement on a
+/// permanent worker with room, so the releasable one empties.
+#[test]
+fn scale_down_empties_releasable_workers_first() {
+    // `b8` (higher peak) is on the releasable worker w1 and is a little cheaper (less memory):
+    // by the instances' prices alone, the plan removes `b4` and keeps w1 busy.
+    let mut b8 = var("b8", HardwareKind::Cpu, 1, 400.0);
+    b8.memory_bytes = 900_000_000;
+    let variants = [var("b4", HardwareKind::Cpu, 1, 200.0), b8];
+    let (mut w0, mut w1) = (cpu_worker("w0", 2), cpu_worker("w1", 1));
+    w0.cores_used = 1;
+    w1.cores_used = 1;
+    let workers = [w0, w1];
+    let running = vec![run(0, 0, 0, OLD), run(1, 1, 1, OLD)];
+    let priced = |workers: &[WorkerEntry], releasable: Vec<bool>| {
+        let mut i = input(
+            &variants,
+            workers,
+            running.clone(),
+            vec![family(&[0, 1], 1.0)],
+        );
+        i.prices.memory_gb_per_s = 1e-6;
+        kinds(&greedy(&i.with_releasable(releasable)).unwrap())
+    };
+    assert_eq!(
+        priced(&workers, vec![]),
+        [ActionKind::RemoveReplica { instance: 0 }]
+    );
+    assert_eq!(
+        priced(&workers, vec![false, true]),
+        [ActionKind::RemoveReplica { instance: 1 }]
+    );
+    // A worker with more on it than the instance is not emptied by removing it.
+    let mut busy = workers.clone();
+    busy[1].cores_used = 2;
+    assert_eq!(
+        priced(&busy, vec![false, true]),
+        [ActionKind::RemoveReplica { instance: 0 }]
+    );
+
+    // Nor is one where another known instance runs, whatever cores it reports (a heartbeat
+    // may not count a load yet).
+    let mut i = input(
+        &variants,
+        &workers,
+        vec![run(0, 0, 0, OLD), run(1, 1, 1, OLD), run(2, 0, 1, OLD)],
+        vec![family(&[0, 1], 1.0)],
+    )
+    .with_releasable(vec![false, true]);
+    i.prices.memory_gb_per_s = 1e-6;
+    let first = kinds(&greedy(&i).unwrap()).first().copied();
+    assert!(
+        matches!(first, Some(ActionKind::RemoveReplica { instance }) if instance != 1),
+        "{first:?}"
+    );
+
+    // Downgrade off a releasable worker: the replacement goes to w0, which has room.
+    let variants = [
+        var("dear", HardwareKind::Cpu, 2, 2000.0),
+        var("cheap", HardwareKind::Cpu, 1, 400.0),
+    ];
+    let (w0, mut w1) = (cpu_worker("w0", 16), cpu_worker("w1", 16));
+    w1.cores_used = 2;
+    let workers = [w0, w1];
+    let i = input(
+        &variants,
+        &workers,
+        vec![run(5, 0, 1, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    )
+    .with_releasable(vec![false, true]);
+    assert_eq!(
+        kinds(&greedy(&i).unwrap()),
+        [ActionKind::Downgrade {
+            from: 5,
+            to: 1,
+            worker: 0
         }]
     );
 }

@@ -103,13 +103,7 @@ impl WorkerView {
                 overloaded: [false; 2],
                 interfered: [false; 2],
                 idle_for_s: 0.0,
-                price_per_s: e.cores as f64 * prices.cpu_core_per_s
-                    + e.memory_bytes as f64 / 1e9 * prices.memory_gb_per_s
-                    + if e.hardware.contains(&HardwareKind::Gpu) {
-                        prices.gpu_per_s
-                    } else {
-                        0.0
-                    },
+                price_per_s: prices.worker_rate_per_s(e),
             })
             .collect();
         for i in s.instances() {
