@@ -222,6 +222,20 @@ pub struct Server {
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
+/// `listener`'s connections without Nagle's algorithm: an answer's last segment is sent at
+/// once instead of waiting for the peer's acknowledgement of the previous one (up to the
+/// peer's delayed-ACK timer, tens of milliseconds, on a streamed or multi-segment answer).
+pub(crate) fn no_delay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+    })
+}
+
 impl Server {
     /// Binds `config.listen` (port 0 picks a free port) and starts serving.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
@@ -245,7 +259,7 @@ impl Server {
         let app = router(state.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {
-            axum::serve(listener, app)
+            axum::serve(no_delay(listener), app)
                 .with_graceful_shutdown(async move { token.cancelled().await })
                 .await
         });
@@ -329,3 +343,19 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 
 /// Shared by tests: the objects an `Arc<dyn ObjectStore>` can be built from.
 pub type SharedObjects = Arc<dyn infaas_store::ObjectStore>;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use axum::serve::Listener;
+
+    #[tokio::test]
+    async fn accepted_connections_do_not_wait_to_send() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = super::no_delay(listener);
+        let client = tokio::net::TcpStream::connect(addr);
+        let ((io, _), _client) = tokio::join!(listener.accept(), client);
+        assert!(io.nodelay().unwrap());
+    }
+}

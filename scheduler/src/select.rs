@@ -12,8 +12,9 @@
 //!    - otherwise: the least-loaded instance (queue length in batches), then the lowest predicted
 //!      latency.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
-//!    worker can host: the least-utilised worker with the variant's hardware, enough free cores
-//!    for its threads and enough free memory. This is a new variant or a new replica of one whose
+//!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then the
+//!    fewest threads, then the fastest run): the least-utilised worker with the variant's hardware,
+//!    enough free cores for its threads and enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
 //!    still fit the SLO.
 //! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
@@ -268,7 +269,16 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
     unsatisfiable(s, q, prices, list, any_eligible)
 }
 
-/// Rule 2: the eligible variant with the lowest load + run time that a worker can host.
+/// Totals (load + run time) within this fraction of the lowest count as equal in rule 2: a
+/// variant's load time is one measurement, noisy by 10-20% on a busy machine, and variants of
+/// one file load alike, so small differences in it say nothing. Among equals the one with the
+/// fewest intra-op threads is loaded (it holds fewer cores, and a lone query gains nothing from
+/// a second thread that has to be woken for it), then the one that runs fastest: the load is
+/// paid once, the run by every query after.
+pub const LOAD_TIE: f64 = 0.25;
+
+/// Rule 2: the eligible variant with the lowest load + run time that a worker can host (near
+/// ties, see [`LOAD_TIE`]: the fewest threads).
 fn best_load(
     s: &Snapshot,
     q: &Query,
@@ -277,22 +287,36 @@ fn best_load(
     rows: usize,
 ) -> Option<Decision> {
     let variants = s.variants();
-    let mut best: Option<(usize, usize, f64)> = None;
-    for &vi in list {
-        let v = &variants[vi];
-        if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
-            break;
-        }
-        let total = v.load_ms + v.latency_ms(rows);
+    let candidates = || {
+        list.iter()
+            .map(|&vi| (vi, &variants[vi]))
+            .take_while(|(_, v)| q.min_accuracy.is_none_or(|min| v.accuracy >= min))
+            .map(|(vi, v)| (vi, v, v.load_ms + v.latency_ms(rows)))
+    };
+    let mut lowest: Option<(usize, usize, f64)> = None;
+    for (vi, v, total) in candidates() {
         // Placement is looked for only for a variant that would improve on the best so far.
-        if best.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
+        if lowest.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
             continue;
         }
         if let Some(w) = place(s, v) {
-            best = Some((vi, w, total));
+            lowest = Some((vi, w, total));
         }
     }
-    let (vi, wi, total) = best?;
+    let (mut vi, mut wi, mut total) = lowest?;
+    // Near ties: the fewest threads, then the lowest run time (what later queries pay).
+    let within = total * (1.0 + LOAD_TIE);
+    let key = |v: &VariantEntry| (v.threads, v.latency_ms(rows));
+    for (vj, v, t) in candidates() {
+        let (a, b) = (key(v), key(&variants[vi]));
+        let better = a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
+        if vj == vi || t > within || !better || !eligible(v, q, prices, rows) {
+            continue;
+        }
+        if let Some(w) = place(s, v) {
+            (vi, wi, total) = (vj, w, t);
+        }
+    }
     let (v, w) = (&variants[vi], &s.workers()[wi]);
     let wait = fits_slo(total, q.latency_slo_ms);
     let instances = s.instances();
@@ -327,7 +351,7 @@ fn best_load(
     requirements(&mut reason, v, q, prices, rows);
     _ = write!(
         reason,
-        "; lowest load + latency among eligible variants; least-utilised {} worker with room ({:.2} utilised, {} free cores)",
+        "; lowest load + latency among eligible variants (near ties: fewest threads); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
         v.hardware.as_str(),
         w.utilisation,
         w.free_cores()
@@ -869,6 +893,55 @@ mod tests {
         let d = select(&s, &app(Some(150.0), Some(0.9)), &PRICES);
         assert!(
             matches!(d, Decision::Load { variant, wait: true, predicted_ms, .. } if variant == mid && predicted_ms == 102.0)
+        );
+    }
+
+    /// Rule 2 near ties (see [`LOAD_TIE`]): the variant with fewer threads, unless the other's
+    /// load + run is clearly lower; among equal threads, the faster run.
+    #[test]
+    fn load_takes_fewer_threads_on_a_near_tie() {
+        let pick = |t2_load_ms: f64| {
+            let mut b = Snapshot::builder();
+            let mut one = variant("t1", "m", 0.9, 0.03);
+            one.load_ms = 1.40;
+            let mut two = variant("t2", "m", 0.9, 0.025);
+            two.threads = 2;
+            two.load_ms = t2_load_ms;
+            let one = b.add_variant("acme", one).unwrap();
+            let two = b.add_variant("acme", two).unwrap();
+            b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+            let s = b.build();
+            match select(&s, &app(None, Some(0.5)), &PRICES) {
+                Decision::Load {
+                    variant, reason, ..
+                } => {
+                    assert!(reason.contains("fewest threads"), "{reason}");
+                    (variant, one, two)
+                }
+                d => panic!("{d:?}"),
+            }
+        };
+        // 1.43 ms against 1.225 ms: within 25%, one thread wins.
+        let (chosen, one, _) = pick(1.2);
+        assert_eq!(chosen, one);
+        // 1.43 ms against 0.925 ms: the faster one.
+        let (chosen, _, two) = pick(0.9);
+        assert_eq!(chosen, two);
+
+        // Equal threads: the faster run, though it loads a little slower.
+        let mut b = Snapshot::builder();
+        let mut slow = variant("slow", "m", 0.9, 0.04);
+        slow.load_ms = 1.3;
+        let mut fast = variant("fast", "m", 0.9, 0.01);
+        fast.load_ms = 1.5;
+        b.add_variant("acme", slow).unwrap();
+        let fast = b.add_variant("acme", fast).unwrap();
+        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        let s = b.build();
+        let d = select(&s, &app(None, Some(0.5)), &PRICES);
+        assert!(
+            matches!(d, Decision::Load { variant, .. } if variant == fast),
+            "{d:?}"
         );
     }
 

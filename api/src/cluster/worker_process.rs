@@ -213,7 +213,7 @@ pub async fn run(config: Config, controller: String) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let server_token = shutdown.clone();
     let server = tokio::spawn(async move {
-        axum::serve(listener, app)
+        axum::serve(crate::server::no_delay(listener), app)
             .with_graceful_shutdown(async move { server_token.cancelled().await })
             .await
     });
