@@ -3,7 +3,9 @@
 //! starting a real `infaas worker` process. The scaling events served at
 //! `GET /v1/apps/{app}/scaling-events` show a downgrade at low load, an upgrade to a faster
 //! variant, replicas added, a worker started and later stopped, and replicas removed; no
-//! query gets a 5xx; the run costs less than holding its peak configuration throughout.
+//! query gets a 5xx; the run costs less than holding its peak configuration throughout. A
+//! second test leaves an instance on a worker the provider started and checks that it is
+//! consolidated onto the embedded worker.
 //!
 //! Scale of the test: the zoo models saturate at tens of thousands of rows per second, far
 //! more than a 2-core CI machine can send over HTTP. Instead of the load, the test scales the
@@ -576,5 +578,158 @@ async fn a_worker_process_resizes_an_instance_while_serving() {
     // More threads than the worker's budget: refused, and the instance keeps serving.
     assert!(handle.resize(&v.id, 8).await.is_err());
     infer().await;
+    p.stop().await;
+}
+
+/// Consolidation through a worker process: the provider keeps one worker (`min_workers` 1);
+/// the application's only instance is loaded there while the embedded worker has room. Under
+/// a light, steady load the instance cannot be removed (the family needs it), so the model
+/// autoscaler moves it to the embedded worker (a `migrate` event whose reason says
+/// `consolidate`), loading it there before unloading it, and no query fails meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_left_on_a_provisioned_worker_moves_to_a_permanent_one() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.worker_memory_bytes = Some(WORKER_MEMORY);
+    cfg.evict_idle_secs = 3600;
+    cfg.heartbeat_timeout_ms = 3000;
+    cfg.prices = PRICES;
+    cfg.log_level = "warn".into();
+    cfg.autoscale = AutoscaleConfig {
+        enabled: true,
+        model_interval_ms: 500,
+        worker_interval_ms: 500,
+        vertical: false,
+        worker_provider: WorkerProviderKind::Process,
+        min_workers: 1,
+        max_workers: 1,
+        worker_start_timeout_secs: 60,
+        worker_binary: Some(env!("CARGO_BIN_EXE_infaas").into()),
+        provisioned_worker_cores: Some(1),
+        interference_factor: 1000.0,
+        ..AutoscaleConfig::default()
+    };
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo(MODEL, APP).text("max_batch", "8"))
+        .await;
+    let model = p.wait_ready(&t, MODEL, Duration::from_secs(180)).await;
+    // The cheapest variant (nothing to downgrade to) with one thread.
+    let all = variants(&model);
+    let cheapest = all
+        .iter()
+        .filter(|v| v.name.contains(".t1."))
+        .min_by(|a, b| a.rate.total_cmp(&b.rate))
+        .unwrap()
+        .clone();
+    let state = &p.server.state;
+    // The provider's worker registers.
+    let started = Instant::now();
+    let provisioned = loop {
+        let ids = state.cluster.worker_ids_by_name();
+        if let Some((_, id)) = ids.iter().find(|(n, _)| n.starts_with("worker-")) {
+            break id.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no provisioned worker: {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    state.cluster.refresh_catalog().await.unwrap();
+    let served = state
+        .cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.variant.name == cheapest.name)
+        .unwrap()
+        .clone();
+    let req = infaas_api::serving::load_request(&served);
+    state
+        .cluster
+        .handle(&provisioned)
+        .unwrap()
+        .load(&req)
+        .await
+        .unwrap();
+    state.cluster.loaded(&provisioned, &req);
+
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let row = x.slice_batch(0, 1);
+    let data: Vec<f64> = (0..row.data.len())
+        .map(|k| row.data.get_f64(k).unwrap())
+        .collect();
+    let body =
+        json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data}]});
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    let began = Instant::now();
+    let event = loop {
+        let r = p
+            .http
+            .post(format!("{}/v1/apps/{APP}/infer", p.base))
+            .bearer_auth(&t.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        *statuses.entry(r.status().as_u16()).or_default() += 1;
+        let list = events(&p, &t).await;
+        if let Some(e) = list.iter().find(|e| e["action"] == "migrate") {
+            break e.clone();
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "no consolidation within 60 s; events: {:#?}",
+            list.iter()
+                .map(|e| format!("{} {}", e["action"], e["reason"]))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let reason = event["reason"].as_str().unwrap();
+    assert!(reason.contains("consolidate"), "{event}");
+    assert_eq!(event["variant"], cheapest.name.as_str(), "{event}");
+    // The move completes: the variant runs on the embedded worker, nothing on the other.
+    let settled = Instant::now();
+    loop {
+        let w = p.get(&t, "/v1/workers").await;
+        let workers = w.body["workers"].as_array().unwrap().clone();
+        let names = |pred: &dyn Fn(&Value) -> bool| -> Vec<String> {
+            workers
+                .iter()
+                .filter(|w| pred(w))
+                .flat_map(|w| w["instances"].as_array().unwrap().clone())
+                .map(|i| i["variant"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let on_provisioned = names(&|w| w["id"] == provisioned.as_str());
+        let elsewhere = names(&|w| w["id"] != provisioned.as_str());
+        if on_provisioned.is_empty() && elsewhere.contains(&cheapest.name) {
+            break;
+        }
+        assert!(
+            settled.elapsed() < Duration::from_secs(30),
+            "not moved: {workers:#?}"
+        );
+        let r = p
+            .http
+            .post(format!("{}/v1/apps/{APP}/infer", p.base))
+            .bearer_auth(&t.token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        *statuses.entry(r.status().as_u16()).or_default() += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [200],
+        "{statuses:?}"
+    );
     p.stop().await;
 }

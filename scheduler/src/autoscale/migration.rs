@@ -128,6 +128,119 @@ pub fn migrations(
     actions
 }
 
+/// Consolidation: when every instance on a releasable worker (one the provider started) is
+/// Active and all of them fit on the permanent workers, they move there ([`ActionKind::Migrate`],
+/// loaded on the destination first), so the worker empties and the VM-Autoscaler can stop it.
+/// Scaling in already removes instances from releasable workers first; this handles what it
+/// cannot: the last instances of a family, and instances of families without spare capacity.
+///
+/// A destination is alive, not releasable, has the variant's hardware, room for its threads
+/// and memory, no instance of the same variant, and stays at or below `max_utilisation` once
+/// the moved load (each instance's rows/s as a share of its saturation throughput, over its
+/// threads) is added; the least-utilised such worker is taken. One worker is emptied per call,
+/// the one with the fewest instances; a worker some of whose instances cannot move stays.
+pub fn consolidations(
+    s: &Snapshot,
+    releasable: &[bool],
+    prices: &Prices,
+    max_utilisation: f64,
+) -> Vec<Action> {
+    let workers = s.workers();
+    let instances = s.instances();
+    let is_releasable = |w: usize| releasable.get(w).copied().unwrap_or(false);
+    let mut on: Vec<Vec<usize>> = vec![Vec::new(); workers.len()];
+    for (i, inst) in instances.iter().enumerate() {
+        if inst.state != InstanceState::Inactive {
+            on[inst.worker].push(i);
+        }
+    }
+    let mut candidates: Vec<usize> = (0..workers.len())
+        .filter(|&w| is_releasable(w) && workers[w].alive && !on[w].is_empty())
+        .filter(|&w| {
+            on[w]
+                .iter()
+                .all(|&i| instances[i].state == InstanceState::Active)
+        })
+        .collect();
+    candidates.sort_by_key(|&w| on[w].len());
+    for w in candidates {
+        let mut room = Room::new(workers);
+        let mut busy: Vec<f64> = workers.iter().map(|x| x.utilisation).collect();
+        let mut twins: Vec<(usize, usize)> = Vec::new();
+        let mut moves = Vec::with_capacity(on[w].len());
+        for &i in &on[w] {
+            let inst = &instances[i];
+            let v = &s.variants()[inst.variant];
+            let peak = v.peak_qps();
+            let mut best: Option<(usize, f64)> = None;
+            for to in 0..workers.len() {
+                if to == w || is_releasable(to) || !room.fits(workers, to, v) {
+                    continue;
+                }
+                let twin = s
+                    .variant_instances(inst.variant)
+                    .iter()
+                    .any(|&j| instances[j].worker == to)
+                    || twins.contains(&(inst.variant, to));
+                let share = if peak > 0.0 {
+                    inst.qps / peak * v.threads as f64 / workers[to].cores.max(1) as f64
+                } else {
+                    1.0
+                };
+                let after = busy[to] + share;
+                if twin || after > max_utilisation {
+                    continue;
+                }
+                if best.is_none_or(|(b, _)| busy[to] < busy[b]) {
+                    best = Some((to, after));
+                }
+            }
+            let Some((to, after)) = best else {
+                break;
+            };
+            room.take(to, v);
+            busy[to] = after;
+            twins.push((inst.variant, to));
+            moves.push((i, to));
+        }
+        if moves.len() < on[w].len() {
+            continue;
+        }
+        let price = prices.worker_rate_per_s(&workers[w]);
+        return moves
+            .into_iter()
+            .map(|(i, to)| {
+                let inst = &instances[i];
+                let v = &s.variants()[inst.variant];
+                let rate = prices.rate_per_s(v);
+                Action {
+                    kind: ActionKind::Migrate {
+                        instance: i,
+                        from_worker: w,
+                        to_worker: to,
+                    },
+                    reason: format!(
+                        "consolidate: the {} instance(s) on worker {} (started by the provider, \
+                         {price:.3e}/s) fit on the permanent workers; instance {} of {} moves to \
+                         worker {} ({:.2} utilised after, at most {max_utilisation:.2}) so that \
+                         worker {} empties and can be stopped",
+                        on[w].len(),
+                        workers[w].id,
+                        inst.id,
+                        v.name,
+                        workers[to].id,
+                        busy[to],
+                        workers[w].id,
+                    ),
+                    cost_before_per_s: rate,
+                    cost_after_per_s: rate,
+                }
+            })
+            .collect();
+    }
+    Vec::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +320,83 @@ mod tests {
             "{}",
             a[0].reason
         );
+    }
+
+    /// Releasable w1 holds one Active instance of `v` and one of `u`; w0 and w2 are permanent.
+    fn peak_worker(qps: f64) -> (Snapshot, usize, usize) {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let u = b.add_variant("t", variant("u", "n", 0.9, 1.0)).unwrap();
+        b.add_worker(worker("w0", &[Cpu], 0.2)).unwrap();
+        let w1 = b.add_worker(worker("w1", &[Cpu], 0.3)).unwrap();
+        b.add_worker(worker("w2", &[Cpu], 0.4)).unwrap();
+        let mut i = instance("i0", v, w1);
+        i.qps = qps;
+        b.add_instance(i).unwrap();
+        b.add_instance(instance("i1", u, w1)).unwrap();
+        (b.build(), v, u)
+    }
+
+    fn moved(a: &[Action]) -> Vec<(usize, usize, usize)> {
+        a.iter()
+            .map(|a| match a.kind {
+                ActionKind::Migrate {
+                    instance,
+                    from_worker,
+                    to_worker,
+                } => (instance, from_worker, to_worker),
+                k => panic!("{k:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn consolidation_empties_a_releasable_worker_onto_permanent_ones() {
+        let releasable = [false, true, false];
+        let (s, _, _) = peak_worker(10.0);
+        let a = consolidations(&s, &releasable, &PRICES, 0.7);
+        // Both go to the least-utilised permanent worker, w0 (never back to w1).
+        assert_eq!(moved(&a), [(0, 1, 0), (1, 1, 0)]);
+        assert!(a[0].reason.contains("consolidate"), "{}", a[0].reason);
+        assert_eq!(a[0].cost_before_per_s, a[0].cost_after_per_s);
+        // Nothing is releasable: nothing moves.
+        assert!(consolidations(&s, &[false; 3], &PRICES, 0.7).is_empty());
+    }
+
+    #[test]
+    fn consolidation_keeps_a_worker_whose_instances_cannot_all_move() {
+        let releasable = [false, true, false];
+        // An instance that is not Active stays, and so does its worker.
+        let (mut s, _, _) = peak_worker(10.0);
+        s.set_instance_state(1, InstanceState::Overloaded).unwrap();
+        assert!(consolidations(&s, &releasable, &PRICES, 0.7).is_empty());
+        // Its load would push every permanent worker above the limit: the peak of `v` is
+        // 8 rows / 4 ms = 2000 rows/s on one of 8 cores, so 1000 rows/s is 0.0625 of a worker.
+        let (s, _, _) = peak_worker(1000.0);
+        assert_eq!(consolidations(&s, &releasable, &PRICES, 0.7).len(), 2);
+        assert!(consolidations(&s, &releasable, &PRICES, 0.25).is_empty());
+        // No permanent worker has room.
+        let (s, _, _) = peak_worker(10.0);
+        let mut full = s.clone();
+        for w in [0, 2] {
+            let cores = full.workers()[w].cores;
+            full.set_worker_usage(w, cores, 0, 0.1).unwrap();
+        }
+        assert!(consolidations(&full, &releasable, &PRICES, 0.7).is_empty());
+    }
+
+    #[test]
+    fn consolidation_does_not_put_an_instance_beside_its_twin() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w0 = b.add_worker(worker("w0", &[Cpu], 0.1)).unwrap();
+        let w1 = b.add_worker(worker("w1", &[Cpu], 0.3)).unwrap();
+        let w2 = b.add_worker(worker("w2", &[Cpu], 0.5)).unwrap();
+        b.add_instance(instance("i0", v, w0)).unwrap();
+        b.add_instance(instance("i1", v, w1)).unwrap();
+        let s = b.build();
+        let a = consolidations(&s, &[false, true, false], &PRICES, 0.9);
+        assert_eq!(moved(&a), [(1, w1, w2)]);
     }
 
     #[test]
