@@ -12,8 +12,8 @@
 //!    - otherwise: the least-loaded instance (queue length in batches), then the lowest predicted
 //!      latency.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
-//!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then the
-//!    fewest threads, then the fastest run): the least-utilised worker with the variant's hardware,
+//!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then, among
+//!    those that run about as fast as the fastest of them, the fewest threads): the least-utilised worker with the variant's hardware,
 //!    enough free cores for its threads and enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
 //!    still fit the SLO.
@@ -271,10 +271,11 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
 
 /// Totals (load + run time) within this fraction of the lowest count as equal in rule 2: a
 /// variant's load time is one measurement, noisy by 10-20% on a busy machine, and variants of
-/// one file load alike, so small differences in it say nothing. Among equals the one with the
-/// fewest intra-op threads is loaded (it holds fewer cores, and a lone query gains nothing from
-/// a second thread that has to be woken for it), then the one that runs fastest: the load is
-/// paid once, the run by every query after.
+/// one file load alike, so small differences in it say nothing. Among equals, those whose run
+/// is within the same fraction of the fastest of them are kept (the load is paid once, the run
+/// by every query after), and of those the one with the fewest intra-op threads is loaded (it
+/// holds fewer cores, and a small model gains nothing from a second thread that has to be woken
+/// for it), then the fastest.
 pub const LOAD_TIE: f64 = 0.25;
 
 /// Rule 2: the eligible variant with the lowest load + run time that a worker can host (near
@@ -303,20 +304,29 @@ fn best_load(
             lowest = Some((vi, w, total));
         }
     }
-    let (mut vi, mut wi, mut total) = lowest?;
-    // Near ties: the fewest threads, then the lowest run time (what later queries pay).
-    let within = total * (1.0 + LOAD_TIE);
-    let key = |v: &VariantEntry| (v.threads, v.latency_ms(rows));
-    for (vj, v, t) in candidates() {
-        let (a, b) = (key(v), key(&variants[vi]));
-        let better = a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
-        if vj == vi || t > within || !better || !eligible(v, q, prices, rows) {
+    let lowest = lowest?;
+    // Near ties: among them, those whose run is close to the fastest; of those, the fewest
+    // threads, then the fastest run (what every later query pays).
+    let within = lowest.2 * (1.0 + LOAD_TIE);
+    let near = || candidates().filter(|&(_, v, t)| t <= within && eligible(v, q, prices, rows));
+    let fastest = near()
+        .map(|(_, v, _)| v.latency_ms(rows))
+        .fold(f64::INFINITY, f64::min);
+    let mut chosen: Option<(usize, usize, f64)> = None;
+    for (vj, v, t) in near() {
+        let run = v.latency_ms(rows);
+        let better = chosen.is_none_or(|(c, _, _)| {
+            let c = &variants[c];
+            (v.threads, run) < (c.threads, c.latency_ms(rows))
+        });
+        if run > fastest * (1.0 + LOAD_TIE) || !better {
             continue;
         }
         if let Some(w) = place(s, v) {
-            (vi, wi, total) = (vj, w, t);
+            chosen = Some((vj, w, t));
         }
     }
+    let (vi, wi, total) = chosen.unwrap_or(lowest);
     let (v, w) = (&variants[vi], &s.workers()[wi]);
     let wait = fits_slo(total, q.latency_slo_ms);
     let instances = s.instances();
@@ -351,7 +361,7 @@ fn best_load(
     requirements(&mut reason, v, q, prices, rows);
     _ = write!(
         reason,
-        "; lowest load + latency among eligible variants (near ties: fewest threads); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
+        "; lowest load + latency among eligible variants (near ties: the fewest threads among the fastest); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
         v.hardware.as_str(),
         w.utilisation,
         w.free_cores()
@@ -927,6 +937,24 @@ mod tests {
         // 1.43 ms against 0.925 ms: the faster one.
         let (chosen, _, two) = pick(0.9);
         assert_eq!(chosen, two);
+
+        // A model whose run a second thread halves: loads alike, so the totals are near, but
+        // the two-thread variant runs much faster and is taken.
+        let mut b = Snapshot::builder();
+        let mut one = variant("t1", "m", 0.9, 8.0);
+        one.load_ms = 50.0;
+        let mut two = variant("t2", "m", 0.9, 4.5);
+        two.threads = 2;
+        two.load_ms = 50.0;
+        b.add_variant("acme", one).unwrap();
+        let two = b.add_variant("acme", two).unwrap();
+        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        let s = b.build();
+        let d = select(&s, &app(None, Some(0.5)), &PRICES);
+        assert!(
+            matches!(d, Decision::Load { variant, .. } if variant == two),
+            "{d:?}"
+        );
 
         // Equal threads: the faster run, though it loads a little slower.
         let mut b = Snapshot::builder();
