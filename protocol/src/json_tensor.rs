@@ -2,8 +2,12 @@
 //! `{"name", "datatype", "shape", "parameters"?, "data"}` where `data` is flat
 //! (row-major) or nested by the shape.
 
+use std::fmt;
+
 use infaas_core::{DataType, Tensor, TensorData};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Number, Value};
 
 use crate::error::{ProtocolError, Role, TensorProblem};
@@ -22,7 +26,194 @@ pub struct JsonTensor {
     pub parameters: Map<String, Value>,
     /// Absent when the tensor travels as binary data after the JSON header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub data: Option<WireData>,
+}
+
+/// A tensor's `data` as read from JSON. A flat array of numbers, the usual case, is kept as
+/// numbers (16 bytes each, no [`Value`] per element, parsed in one pass); anything else
+/// (nested arrays, booleans, strings, a scalar, a mixed array) as the JSON value. Both are
+/// written back exactly as read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireData {
+    Numbers(Vec<Number>),
+    Value(Value),
+}
+
+impl WireData {
+    /// The data as one JSON value.
+    pub fn into_value(self) -> Value {
+        match self {
+            WireData::Numbers(n) => Value::Array(n.into_iter().map(Value::Number).collect()),
+            WireData::Value(v) => v,
+        }
+    }
+}
+
+impl From<Value> for WireData {
+    fn from(v: Value) -> WireData {
+        WireData::Value(v)
+    }
+}
+
+impl PartialEq<Value> for WireData {
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (WireData::Value(v), o) => v == o,
+            (WireData::Numbers(n), Value::Array(items)) => {
+                n.len() == items.len() && n.iter().zip(items).all(|(a, b)| b.as_number() == Some(a))
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for WireData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = serde_json::to_string(self).map_err(|_| fmt::Error)?;
+        f.write_str(&text)
+    }
+}
+
+impl Serialize for WireData {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            WireData::Numbers(n) => n.serialize(s),
+            WireData::Value(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for WireData {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<WireData, D::Error> {
+        d.deserialize_any(DataVisitor)
+    }
+}
+
+struct DataVisitor;
+
+impl<'de> Visitor<'de> for DataVisitor {
+    type Value = WireData;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tensor data: an array, flat or nested by the shape")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<WireData, A::Error> {
+        let mut numbers: Vec<Number> =
+            Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+        while let Some(e) = seq.next_element::<Element>()? {
+            match e {
+                Element::Number(n) => numbers.push(n),
+                Element::Other(v) => {
+                    // Not a flat array of numbers: the rest is read as JSON values.
+                    let mut items: Vec<Value> = numbers.into_iter().map(Value::Number).collect();
+                    items.push(v);
+                    while let Some(v) = seq.next_element::<Value>()? {
+                        items.push(v);
+                    }
+                    return Ok(WireData::Value(Value::Array(items)));
+                }
+            }
+        }
+        Ok(WireData::Numbers(numbers))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<WireData, A::Error> {
+        Value::deserialize(MapAccessDeserializer::new(map)).map(WireData::Value)
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::Bool(b)))
+    }
+
+    fn visit_i64<E>(self, x: i64) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::from(x)))
+    }
+
+    fn visit_u64<E>(self, x: u64) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::from(x)))
+    }
+
+    fn visit_f64<E>(self, x: f64) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::from(x)))
+    }
+
+    fn visit_str<E>(self, x: &str) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::from(x)))
+    }
+
+    fn visit_string<E>(self, x: String) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::String(x)))
+    }
+
+    fn visit_unit<E>(self) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<WireData, E> {
+        Ok(WireData::Value(Value::Null))
+    }
+}
+
+/// One element of an array: a number, or any other JSON value.
+enum Element {
+    Number(Number),
+    Other(Value),
+}
+
+impl<'de> Deserialize<'de> for Element {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Element, D::Error> {
+        struct ElementVisitor;
+        impl<'de> Visitor<'de> for ElementVisitor {
+            type Value = Element;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+
+            fn visit_i64<E>(self, x: i64) -> Result<Element, E> {
+                Ok(Element::Number(x.into()))
+            }
+
+            fn visit_u64<E>(self, x: u64) -> Result<Element, E> {
+                Ok(Element::Number(x.into()))
+            }
+
+            fn visit_f64<E>(self, x: f64) -> Result<Element, E> {
+                // JSON numbers are finite; a non-finite one stays a value (null) as before.
+                Ok(Number::from_f64(x).map_or(Element::Other(Value::Null), Element::Number))
+            }
+
+            fn visit_bool<E>(self, b: bool) -> Result<Element, E> {
+                Ok(Element::Other(Value::Bool(b)))
+            }
+
+            fn visit_str<E>(self, x: &str) -> Result<Element, E> {
+                Ok(Element::Other(Value::from(x)))
+            }
+
+            fn visit_string<E>(self, x: String) -> Result<Element, E> {
+                Ok(Element::Other(Value::String(x)))
+            }
+
+            fn visit_unit<E>(self) -> Result<Element, E> {
+                Ok(Element::Other(Value::Null))
+            }
+
+            fn visit_none<E>(self) -> Result<Element, E> {
+                Ok(Element::Other(Value::Null))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Element, A::Error> {
+                Value::deserialize(SeqAccessDeserializer::new(seq)).map(Element::Other)
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Element, A::Error> {
+                Value::deserialize(MapAccessDeserializer::new(map)).map(Element::Other)
+            }
+        }
+        d.deserialize_any(ElementVisitor)
+    }
 }
 
 /// Parses an input tensor from JSON: datatype, shape and every element checked.
@@ -34,7 +225,7 @@ pub fn tensor_from_json(t: &JsonTensor) -> Result<Tensor, ProtocolError> {
 /// written as `null` (use the binary encoding to carry them).
 pub fn tensor_to_json(t: &Tensor) -> JsonTensor {
     JsonTensor {
-        data: Some(data_to_json(&t.data)),
+        data: Some(WireData::Value(data_to_json(&t.data))),
         ..json_header(t)
     }
 }
@@ -113,17 +304,29 @@ pub(crate) fn decode_json(role: Role, t: &JsonTensor) -> Result<Tensor, Protocol
 fn parse(t: &JsonTensor) -> Result<Tensor, TensorProblem> {
     let dtype = shape::datatype(&t.datatype)?;
     let (dims, count) = shape::dims(&t.shape)?;
-    let data = t.data.as_ref().ok_or(TensorProblem::MissingData)?;
-    let mut flat = Vec::new();
-    flatten(data, &dims, &mut flat)?;
-    if flat.len() != count {
-        return Err(TensorProblem::ElementCount {
-            shape: dims,
-            expected: count,
-            actual: flat.len(),
-        });
-    }
-    let data = elements(dtype, &flat)?;
+    let count_is = |actual: usize| {
+        if actual == count {
+            Ok(())
+        } else {
+            Err(TensorProblem::ElementCount {
+                shape: dims.clone(),
+                expected: count,
+                actual,
+            })
+        }
+    };
+    let data = match t.data.as_ref().ok_or(TensorProblem::MissingData)? {
+        WireData::Numbers(numbers) => {
+            count_is(numbers.len())?;
+            elements(dtype, numbers)?
+        }
+        WireData::Value(value) => {
+            let mut flat: Vec<&Value> = Vec::new();
+            flatten(value, &dims, &mut flat)?;
+            count_is(flat.len())?;
+            elements(dtype, &flat)?
+        }
+    };
     Ok(Tensor::new(t.name.clone(), dims, data)?)
 }
 
@@ -177,10 +380,45 @@ fn nested<'a>(
     Ok(())
 }
 
-fn elements(dtype: DataType, values: &[&Value]) -> Result<TensorData, TensorProblem> {
+/// An element as the conversions read it: a JSON value, or a number kept as one.
+trait JsonElement {
+    fn number(&self) -> Option<&Number>;
+    fn boolean(&self) -> Option<bool>;
+    fn string(&self) -> Option<&str>;
+}
+
+impl JsonElement for &Value {
+    fn number(&self) -> Option<&Number> {
+        self.as_number()
+    }
+
+    fn boolean(&self) -> Option<bool> {
+        self.as_bool()
+    }
+
+    fn string(&self) -> Option<&str> {
+        self.as_str()
+    }
+}
+
+impl JsonElement for Number {
+    fn number(&self) -> Option<&Number> {
+        Some(self)
+    }
+
+    fn boolean(&self) -> Option<bool> {
+        None
+    }
+
+    fn string(&self) -> Option<&str> {
+        None
+    }
+}
+
+fn elements<E: JsonElement>(dtype: DataType, values: &[E]) -> Result<TensorData, TensorProblem> {
     Ok(match dtype {
         DataType::Bool => TensorData::Bool(each(values, |i, v| {
-            v.as_bool().ok_or(TensorProblem::WrongElementType {
+            v.boolean().ok_or(TensorProblem::WrongElementType {
                 index: i,
                 expected: "a boolean",
             })
@@ -200,7 +438,7 @@ fn elements(dtype: DataType, values: &[&Value]) -> Result<TensorData, TensorProb
         })?),
         DataType::Fp64 => TensorData::Fp64(each(values, number)?),
         DataType::Bytes => TensorData::Bytes(each(values, |i, v| {
-            v.as_str()
+            v.string()
                 .map(str::to_owned)
                 .ok_or(TensorProblem::WrongElementType {
                     index: i,
@@ -210,27 +448,29 @@ fn elements(dtype: DataType, values: &[&Value]) -> Result<TensorData, TensorProb
     })
 }
 
-fn each<T>(
-    values: &[&Value],
-    f: impl Fn(usize, &Value) -> Result<T, TensorProblem>,
+fn each<E, T>(
+    values: &[E],
+    f: impl Fn(usize, &E) -> Result<T, TensorProblem>,
 ) -> Result<Vec<T>, TensorProblem> {
     values.iter().enumerate().map(|(i, v)| f(i, v)).collect()
 }
 
-fn number(index: usize, v: &Value) -> Result<f64, TensorProblem> {
-    v.as_f64().ok_or(TensorProblem::WrongElementType {
-        index,
-        expected: "a number",
-    })
+fn number<E: JsonElement>(index: usize, v: &E) -> Result<f64, TensorProblem> {
+    v.number()
+        .and_then(Number::as_f64)
+        .ok_or(TensorProblem::WrongElementType {
+            index,
+            expected: "a number",
+        })
 }
 
 /// An integral JSON number (`3` or `3.0`) that fits `T`.
-fn integer<T: TryFrom<i64> + TryFrom<u64>>(
+fn integer<E: JsonElement, T: TryFrom<i64> + TryFrom<u64>>(
     index: usize,
-    v: &Value,
+    v: &E,
     dtype: DataType,
 ) -> Result<T, TensorProblem> {
-    let Value::Number(n) = v else {
+    let Some(n) = v.number() else {
         return Err(TensorProblem::WrongElementType {
             index,
             expected: "a number",
@@ -381,7 +621,7 @@ mod tests {
     #[test]
     fn non_finite_floats_become_null() {
         let t = Tensor::new("x", vec![2], TensorData::Fp32(vec![f32::NAN, 1.0])).unwrap();
-        assert_eq!(tensor_to_json(&t).data, Some(json!([null, 1.0])));
+        assert_eq!(tensor_to_json(&t).data.unwrap(), json!([null, 1.0]));
         assert_eq!(
             err(json!({"name": "x", "datatype": "FP32", "shape": [2], "data": [null, 1]})),
             "input 'x': element 0 is not a number"
@@ -552,5 +792,57 @@ mod tests {
             err(json!({"name": "x", "datatype": "FP32", "shape": [1]})),
             "input 'x': has neither 'data' nor parameters.binary_data_size"
         );
+    }
+
+    /// `data` read as numbers gives the tensors and errors that reading it as JSON values
+    /// gives, for every datatype, and is written back byte for byte as read.
+    #[test]
+    fn numbers_read_without_values_decode_and_write_as_values_do() {
+        let datas = [
+            "[1, 2, 3, 4]",
+            "[1.5, -2.25, 3e2, 4]",
+            "[0, 255, 256, -1]",
+            "[1, 2.0, 3.5, 4]",
+            "[9007199254740993, -9223372036854775808, 18446744073709551615, 1e300]",
+            "[3.4e38, 3.5e38, -1e-45, 0.1]",
+            "[1, 2, 3]",
+            "[[1, 2], [3, 4]]",
+            "[1, true, 3, 4]",
+            "[1, \"a\", 3, null]",
+            "[null, 1, 2, 3]",
+            "[]",
+            "7",
+        ];
+        for data in datas {
+            let numbers: WireData = serde_json::from_str(data).unwrap();
+            let value: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(
+                serde_json::to_string(&numbers).unwrap(),
+                serde_json::to_string(&value).unwrap(),
+                "{data}"
+            );
+            assert_eq!(numbers, value, "{data}");
+            let flat = data.starts_with('[') && !data[1..].contains(['[', 't', '"', 'n']);
+            assert_eq!(matches!(numbers, WireData::Numbers(_)), flat, "{data}");
+            for dtype in [
+                "BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP32", "FP64", "BYTES",
+            ] {
+                let tensor = |data: WireData| {
+                    tensor_from_json(&JsonTensor {
+                        name: "x".into(),
+                        datatype: dtype.into(),
+                        shape: vec![2, 2],
+                        parameters: Map::new(),
+                        data: Some(data),
+                    })
+                    .map_err(|e| e.to_string())
+                };
+                assert_eq!(
+                    tensor(numbers.clone()),
+                    tensor(WireData::Value(value.clone())),
+                    "{dtype} {data}"
+                );
+            }
+        }
     }
 }

@@ -18,7 +18,9 @@ mod v2;
 
 pub use error::{ProtocolError, Role, TensorProblem};
 pub use frames::{decode_tensors, encode_tensors};
-pub use json_tensor::{tensor_from_json, tensor_to_json, JsonData, JsonTensor, JsonTensorOut};
+pub use json_tensor::{
+    tensor_from_json, tensor_to_json, JsonData, JsonTensor, JsonTensorOut, WireData,
+};
 pub use v2::{
     decode_v2_request, decode_v2_response, encode_v2_response, error_body, model_metadata,
     parse_header_length, server_metadata, EncodedResponse, RequestedOutput, V2Request, V2Response,

@@ -121,7 +121,7 @@ pub fn parse_input(arg: &str, rows: Option<usize>) -> Result<TensorJson, InputEr
             name,
             shape: j.shape,
             datatype: j.datatype,
-            data: j.data.unwrap_or(Value::Null),
+            data: j.data.unwrap_or(Value::Null.into()),
         });
     }
     let v = serde_json::from_slice(&bytes).map_err(|source| InputError::Json {
@@ -145,7 +145,7 @@ fn json_tensor(name: String, v: Value) -> Result<TensorJson, InputError> {
         name,
         shape,
         datatype: "FP32".into(),
-        data: v,
+        data: v.into(),
     })
 }
 
@@ -262,7 +262,10 @@ mod tests {
         let arg = format!("input=@{}", zoo.display());
         let t = parse_input(&arg, Some(2)).expect("a tensor");
         assert_eq!(t.shape, vec![2, 64]);
-        assert_eq!(t.data.as_array().map(Vec::len), Some(128));
+        assert_eq!(
+            t.data.clone().into_value().as_array().map(Vec::len),
+            Some(128)
+        );
         let two = Path::new(env!("CARGO_MANIFEST_DIR")).join("../zoo/digits-two-input-val.npz");
         let e = parse_input(&format!("nope=@{}", two.display()), None).expect_err("no array");
         assert!(e.to_string().contains("has no array 'nope'"), "{e}");

@@ -282,7 +282,7 @@ fn parse_jsonl(key: &str, bytes: &[u8], specs: &[InputSpec]) -> Result<Items, St
             datatype: spec.datatype.clone(),
             shape: full,
             parameters: Default::default(),
-            data: Some(Value::Array(rows)),
+            data: Some(Value::Array(rows).into()),
         })
         .map_err(|e| format!("'{key}', input '{}': {e}", spec.name))?;
         inputs.push(t);

@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut};
+use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut, WireData};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -21,7 +21,7 @@ pub struct TensorJson {
     pub datatype: String,
     /// The elements, flat (row-major) or nested by the shape.
     #[schema(value_type = Vec<serde_json::Value>)]
-    pub data: serde_json::Value,
+    pub data: WireData,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -231,7 +231,7 @@ mod tests {
                         name: j.name,
                         shape: j.shape,
                         datatype: j.datatype,
-                        data: j.data.unwrap_or(Value::Null),
+                        data: j.data.unwrap_or(Value::Null.into()),
                     }
                 })
                 .collect(),
@@ -263,7 +263,9 @@ mod tests {
         assert_eq!(written, as_values(outcome()));
         // And clients read it as the documented type.
         let typed: InferResponse = serde_json::from_slice(&body).unwrap();
-        assert_eq!(typed.outputs[1].data[3], Value::Null);
-        assert_eq!(typed.outputs[0].data[1], i64::MAX);
+        // Numbers read back as numbers; the NaN written as null makes that array a value.
+        assert!(matches!(typed.outputs[0].data, WireData::Numbers(_)));
+        assert_eq!(typed.outputs[1].data.clone().into_value()[3], Value::Null);
+        assert_eq!(typed.outputs[0].data.clone().into_value()[1], i64::MAX);
     }
 }
