@@ -36,9 +36,9 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, consolidations, greedy, migrations, peak_at, scale_workers, vertical, Action, ActionKind,
-    CpuInstance, FamilyDemand, MigrationConfig, Plan, ScalingConfig, ScalingInput, Stability,
-    VerticalConfig, WorkerConfig, WorkerView,
+    self, greedy, migrations, peak_at, scale_workers, vertical, Action, ActionKind, CpuInstance,
+    FamilyDemand, MigrationConfig, Plan, ScalingConfig, ScalingInput, Stability, VerticalConfig,
+    WorkerConfig, WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
@@ -62,11 +62,6 @@ pub struct DemandSpec {
     pub slo_ms: Option<f64>,
     pub min_accuracy: Option<f64>,
 }
-
-/// Consolidation moves instances onto a permanent worker only while it stays at or below this
-/// share of `worker_utilisation` (the level at which the worker autoscaler adds a worker), so
-/// that emptying a provisioned worker does not call for a new one.
-const CONSOLIDATE_SHARE: f64 = 0.75;
 
 /// The last model period's input, for the exact planner.
 struct LastInput {
@@ -511,37 +506,6 @@ impl Autoscaler {
                         &mut book,
                         now,
                     );
-                }
-            }
-        }
-        // A calm period (nothing else decided): move what is left on a provisioned worker to
-        // permanent workers with room, so that it empties and is stopped.
-        if jobs.is_empty() {
-            let limit = CONSOLIDATE_SHARE * self.cfg.worker_utilisation;
-            let acts = consolidations(&snapshot, &releasable, &self.prices, limit);
-            let owners: Vec<_> = acts
-                .iter()
-                .map(|a| self.action_owner(&snapshot, a))
-                .collect();
-            // All or nothing: a worker left with one instance is not emptied.
-            let free = owners
-                .iter()
-                .all(|o| o.as_ref().is_some_and(|(f, _)| !book.is_busy(f)));
-            if free {
-                for (act, owner) in acts.iter().zip(owners) {
-                    if let Some((family, app)) = owner {
-                        self.resolve_into(
-                            &snapshot,
-                            act,
-                            &mut claims,
-                            &threads_of,
-                            &family,
-                            &app,
-                            &mut jobs,
-                            &mut book,
-                            now,
-                        );
-                    }
                 }
             }
         }

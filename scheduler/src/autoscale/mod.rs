@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::{Prices, VariantEntry};
 
 pub use ilp::{exact, gap, Gap};
-pub use migration::{consolidations, migrations, InterferenceCounter, MigrationConfig};
+pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
 pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
