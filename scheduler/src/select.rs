@@ -13,8 +13,9 @@
 //!      latency.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
 //!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then, among
-//!    those that run about as fast as the fastest of them, the fewest threads): the least-utilised worker with the variant's hardware,
-//!    enough free cores for its threads and enough free memory. This is a new variant or a new replica of one whose
+//!    those that run about as fast as the fastest of them, the fewest threads): the
+//!    least-utilised worker with the variant's hardware, enough free cores for its threads and
+//!    enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
 //!    still fit the SLO.
 //! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
@@ -279,7 +280,7 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
 pub const LOAD_TIE: f64 = 0.25;
 
 /// Rule 2: the eligible variant with the lowest load + run time that a worker can host (near
-/// ties, see [`LOAD_TIE`]: the fewest threads).
+/// ties, see [`LOAD_TIE`]: the fewest threads among the fastest).
 fn best_load(
     s: &Snapshot,
     q: &Query,
@@ -910,67 +911,47 @@ mod tests {
     /// load + run is clearly lower; among equal threads, the faster run.
     #[test]
     fn load_takes_fewer_threads_on_a_near_tie() {
-        let pick = |t2_load_ms: f64| {
-            let mut b = Snapshot::builder();
-            let mut one = variant("t1", "m", 0.9, 0.03);
-            one.load_ms = 1.40;
-            let mut two = variant("t2", "m", 0.9, 0.025);
-            two.threads = 2;
-            two.load_ms = t2_load_ms;
-            let one = b.add_variant("acme", one).unwrap();
-            let two = b.add_variant("acme", two).unwrap();
-            b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
-            let s = b.build();
-            match select(&s, &app(None, Some(0.5)), &PRICES) {
-                Decision::Load {
-                    variant, reason, ..
-                } => {
-                    assert!(reason.contains("fewest threads"), "{reason}");
-                    (variant, one, two)
-                }
-                d => panic!("{d:?}"),
-            }
-        };
         // 1.43 ms against 1.225 ms: within 25%, one thread wins.
-        let (chosen, one, _) = pick(1.2);
-        assert_eq!(chosen, one);
+        assert_eq!(
+            loaded(&[("t1", 0.03, 1, 1.40), ("t2", 0.025, 2, 1.2)]),
+            "t1"
+        );
         // 1.43 ms against 0.925 ms: the faster one.
-        let (chosen, _, two) = pick(0.9);
-        assert_eq!(chosen, two);
-
+        assert_eq!(
+            loaded(&[("t1", 0.03, 1, 1.40), ("t2", 0.025, 2, 0.9)]),
+            "t2"
+        );
         // A model whose run a second thread halves: loads alike, so the totals are near, but
         // the two-thread variant runs much faster and is taken.
-        let mut b = Snapshot::builder();
-        let mut one = variant("t1", "m", 0.9, 8.0);
-        one.load_ms = 50.0;
-        let mut two = variant("t2", "m", 0.9, 4.5);
-        two.threads = 2;
-        two.load_ms = 50.0;
-        b.add_variant("acme", one).unwrap();
-        let two = b.add_variant("acme", two).unwrap();
-        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
-        let s = b.build();
-        let d = select(&s, &app(None, Some(0.5)), &PRICES);
-        assert!(
-            matches!(d, Decision::Load { variant, .. } if variant == two),
-            "{d:?}"
-        );
-
+        assert_eq!(loaded(&[("t1", 8.0, 1, 50.0), ("t2", 4.5, 2, 50.0)]), "t2");
         // Equal threads: the faster run, though it loads a little slower.
+        assert_eq!(
+            loaded(&[("slow", 0.04, 1, 1.3), ("fast", 0.01, 1, 1.5)]),
+            "fast"
+        );
+    }
+
+    /// The variant rule 2 loads for an application query, on one idle worker, among variants
+    /// `(id, p99 at batch 1, threads, load ms)`: its id.
+    fn loaded(specs: &[(&str, f64, usize, f64)]) -> String {
         let mut b = Snapshot::builder();
-        let mut slow = variant("slow", "m", 0.9, 0.04);
-        slow.load_ms = 1.3;
-        let mut fast = variant("fast", "m", 0.9, 0.01);
-        fast.load_ms = 1.5;
-        b.add_variant("acme", slow).unwrap();
-        let fast = b.add_variant("acme", fast).unwrap();
+        for &(id, p99, threads, load_ms) in specs {
+            let mut v = variant(id, "m", 0.9, p99);
+            v.threads = threads;
+            v.load_ms = load_ms;
+            b.add_variant("acme", v).unwrap();
+        }
         b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
         let s = b.build();
-        let d = select(&s, &app(None, Some(0.5)), &PRICES);
-        assert!(
-            matches!(d, Decision::Load { variant, .. } if variant == fast),
-            "{d:?}"
-        );
+        match select(&s, &app(None, Some(0.5)), &PRICES) {
+            Decision::Load {
+                variant, reason, ..
+            } => {
+                assert!(reason.contains("fewest threads"), "{reason}");
+                s.variants()[variant].id.clone()
+            }
+            d => panic!("{d:?}"),
+        }
     }
 
     #[test]

@@ -218,7 +218,8 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
             let Some(&next) = list.last() else {
                 continue;
             };
-            let saved = p.rate[i] + empties(next, &freed, &left_on);
+            let credit = empties(next, &freed, &left_on);
+            let saved = p.rate[i] + credit;
             if capacity - p.peak[i] >= demand - EPS && better(-saved, &best) {
                 best = Some((-saved, slot, None));
             }
@@ -229,7 +230,6 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                 }
                 let n = count_for(demand - (capacity - p.peak[i]), p.peak[j]).max(1);
                 let value = n as f64 * p.load_weight(j) - p.rate[i];
-                let credit = empties(next, &freed, &left_on);
                 if !better(value - credit, &best) {
                     continue;
                 }
