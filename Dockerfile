@@ -4,6 +4,10 @@
 #   docker build -t infaas .      (or `docker compose build`)
 
 FROM rust:1.95-bookworm AS builder
+# The CBC MILP solver that infaas-scheduler links (scripts/lib.sh BUILD_DEBS).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends coinor-libcbc-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -19,7 +23,7 @@ RUN pip install --no-cache-dir onnxruntime==1.31.1 \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates \
+    && apt-get install -y --no-install-recommends ca-certificates coinor-libcbc3 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --create-home --home-dir /var/lib/infaas infaas
 COPY --from=builder /usr/local/bin/infaas /usr/local/bin/infaas

@@ -14,6 +14,10 @@ export INFAAS_CACHE
 ORT_VERSION="1.31.1"
 GARAGE_VERSION="2.5.0"
 
+# Debian packages the `infaas` binary needs to build (scripts/setup.sh installs
+# them): the CBC MILP solver's library and headers, linked by infaas-scheduler.
+BUILD_DEBS=(coinor-libcbc-dev)
+
 ORT_DIR="$INFAAS_CACHE/ort/$ORT_VERSION"
 ORT_LIB="$ORT_DIR/onnxruntime/capi/libonnxruntime.so.$ORT_VERSION"
 INFAAS_TOOLS="$INFAAS_CACHE/tools"

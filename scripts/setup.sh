@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# What the embedded platform needs to build and run, and nothing more:
+# What the `infaas` binary needs to build and run, and nothing more:
 #   - a Rust toolchain (cargo) — checked, not installed;
+#   - the Debian packages its build links against (BUILD_DEBS below);
 #   - the ONNX Runtime shared library, installed once into the cache from the
 #     onnxruntime wheel on PyPI.
-# Idempotent and quiet when everything is already there.
+# Idempotent and quiet when everything is already there. `.ci/run` runs this
+# alone on the CI machine before anything else installs, then builds and starts
+# the binary, so a missing step here fails CI.
 #
 # Usage: scripts/setup.sh [--print-env]
 #   --print-env   print `export ORT_DYLIB_PATH=...` on stdout, e.g.
@@ -47,6 +50,8 @@ install_ort() {
   mv -- "$tmp" "$ORT_DIR"
 }
 
+# BUILD_DEBS: Debian packages the `infaas` binary links against (see lib.sh).
+apt_ensure "${BUILD_DEBS[@]}"
 [[ -f "$ORT_LIB" ]] || install_ort
 
 if [[ -n "$print_env" ]]; then

@@ -57,10 +57,11 @@ if [[ ! -x "$GARAGE_BIN" ]]; then
   bash "$INFAAS_ROOT/scripts/services.sh" install &
   garage_install_pid=$!
 fi
-# postgresql: test database; coinor-libcbc-dev: CBC MILP solver;
-# chromium + chromium-driver: browser tests; python3-venv: the SDK generator's venv
-# (scripts/gen-clients.sh).
-apt_ensure postgresql coinor-libcbc-dev chromium chromium-driver python3-venv
+# postgresql: test database; cmake + libclang-dev: the optional HiGHS MILP solver's
+# build (the CBC solver of the default build comes from setup.sh, BUILD_DEBS);
+# chromium + chromium-driver: browser tests; python3-venv: the SDK generator's and the
+# API fuzzer's venvs (scripts/gen-clients.sh, scripts/fuzz-api.sh).
+apt_ensure postgresql cmake libclang-dev chromium chromium-driver python3-venv
 # httpx and attrs: what the generated Python SDK client (openapi/clients/python) needs.
 PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]"
   "httpx>=0.23.1,<0.29" "attrs>=22.2.0")
@@ -117,6 +118,14 @@ fi
 # clone) that the SDK tests use, and fails when the committed clients drift from
 # openapi/openapi.json.
 step "SDK clients: scripts/gen-clients.sh --check" bash "$INFAAS_ROOT/scripts/gen-clients.sh" --check
+
+# The OpenAPI document is the contract: Schemathesis against a live release server, every
+# check with a valid token, only 401s with an expired or a forged one.
+step "API contract: scripts/fuzz-api.sh" bash "$INFAAS_ROOT/scripts/fuzz-api.sh"
+
+# The optional solver keeps building and agrees with the default one (milp tests run every
+# solver of the build on the same problems).
+step "MILP solvers: CBC and HiGHS" cargo test -p infaas-scheduler --features highs "${locked[@]}" --lib milp::
 
 if cargo nextest --version >/dev/null 2>&1; then
   nextest_profile=()

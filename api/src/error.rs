@@ -93,6 +93,8 @@ impl ApiError {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
                 StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
                 StatusCode::NOT_FOUND => "not_found",
+                StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
+                StatusCode::TOO_MANY_REQUESTS => "rate_limited",
                 s if s.is_server_error() => "internal",
                 _ => "bad_request",
             },
@@ -121,8 +123,15 @@ impl From<StoreError> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(r: JsonRejection) -> Self {
+        // JSON that parses but does not fit the request's schema (a missing field, a string
+        // where a number goes) is a bad request like any other field error: 400, not axum's
+        // 422, which the API keeps for requests that are valid but cannot be met.
+        let status = match &r {
+            JsonRejection::JsonDataError(_) => StatusCode::BAD_REQUEST,
+            other => other.status(),
+        };
         ApiError::Status {
-            status: r.status(),
+            status,
             message: format!("invalid JSON body: {}", r.body_text()),
         }
     }
@@ -300,7 +309,7 @@ mod tests {
         )
         .await
         .unwrap_err();
-        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         assert!(e.to_string().contains("inputs[0].shape[1]"), "{e}");
         let e = parse(Some("application/json"), r#"{"inputs": [{"shape": [1,"#)
             .await

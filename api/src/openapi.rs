@@ -1,6 +1,10 @@
 //! The OpenAPI document of the HTTP API (committed as openapi/openapi.json).
 
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{AllOfBuilder, OneOfBuilder, Schema};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, ResponseBuilder, Type};
 use utoipa::{Modify, OpenApi};
 
 use crate::routes;
@@ -42,7 +46,7 @@ use crate::routes;
         routes::jobs::list_files,
     ),
     components(schemas(crate::error::ErrorBody)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &StandardResponses),
     tags(
         (name = "health", description = "Liveness, readiness, metrics"),
         (name = "auth", description = "Access tokens"),
@@ -70,6 +74,131 @@ impl Modify for BearerAuth {
                     .bearer_format("JWT")
                     .build(),
             ),
+        );
+    }
+}
+
+/// The answers that every operation of a kind can give, whatever its handler does, added to
+/// each operation that does not document them itself (a handler's own description wins):
+/// - with a bearer token: 401 (missing, malformed, expired, forged or revoked token) and 429
+///   (the tenant's rate limit, with `Retry-After`);
+/// - with a body: 400 (malformed, or not the documented schema), 413 (over the body limit)
+///   and 415 (a content type the operation does not take);
+/// - with path or query parameters: 400 (a parameter outside its documented schema).
+struct StandardResponses;
+
+const BODY_LIMITS: &str = "JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart \
+     and file bodies): `max_upload_bytes` per file (default 512 MiB)";
+
+impl Modify for StandardResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        if let Some(components) = openapi.components.as_mut() {
+            if let Some(job) = components.schemas.get_mut("JobRequest") {
+                *job = one_target(job.clone());
+            }
+        }
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                standard_responses(op);
+            }
+        }
+    }
+}
+
+/// A job names `app` (with an optional `min_accuracy`) or `model`, never both: the object's
+/// own schema, and one of the two shapes.
+fn one_target(object: RefOr<Schema>) -> RefOr<Schema> {
+    let absent_or_null = || ObjectBuilder::new().schema_type(Type::Null);
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    let by_app = ObjectBuilder::new()
+        .required("app")
+        .property("app", string())
+        .property("model", absent_or_null());
+    let by_model = ObjectBuilder::new()
+        .required("model")
+        .property("model", string())
+        .property("app", absent_or_null())
+        .property("min_accuracy", absent_or_null());
+    AllOfBuilder::new()
+        .item(object)
+        .item(OneOfBuilder::new().item(by_app).item(by_model))
+        .into()
+}
+
+fn standard_responses(op: &mut Operation) {
+    let secured = op.security.as_ref().is_some_and(|s| !s.is_empty());
+    let content_types: Vec<String> = op
+        .request_body
+        .as_ref()
+        .map(|b| b.content.keys().cloned().collect())
+        .unwrap_or_default();
+    let has_params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
+    let mut add = |status: &str, description: String, retry_after: bool| {
+        if op.responses.responses.contains_key(status) {
+            return;
+        }
+        let mut r = ResponseBuilder::new().description(description).content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build(),
+        );
+        if retry_after {
+            r = r.header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(
+                        ObjectBuilder::new()
+                            .schema_type(Type::Integer)
+                            .minimum(Some(0)),
+                    )
+                    .description(Some("Seconds to wait before retrying"))
+                    .build(),
+            );
+        }
+        op.responses
+            .responses
+            .insert(status.to_string(), r.build().into());
+    };
+    if !content_types.is_empty() {
+        add(
+            "400",
+            "Malformed body, or a body outside the documented schema (the message names the field)"
+                .into(),
+            false,
+        );
+        add("413", format!("Body over the limit ({BODY_LIMITS})"), false);
+        add(
+            "415",
+            format!("Content-Type is not {}", content_types.join(" or ")),
+            false,
+        );
+    } else if has_params {
+        add(
+            "400",
+            "A parameter outside its documented schema (the message names it)".into(),
+            false,
+        );
+    }
+    if secured {
+        add(
+            "401",
+            "Missing, malformed, expired, forged or revoked bearer token".into(),
+            false,
+        );
+        add(
+            "429",
+            "The tenant's rate limit is exceeded; retry after `Retry-After` seconds".into(),
+            true,
         );
     }
 }

@@ -153,15 +153,7 @@ async fn resolve(
                         )))
                     }
                 },
-                None => {
-                    let apps = state.db.list_apps(tenant).await?;
-                    match apps.iter().find(|(a, _)| a.name == app) {
-                        None => Err(ApiError::NotFound(format!("application '{app}' not found"))),
-                        Some(_) => Err(ApiError::Unavailable(format!(
-                            "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
-                        ))),
-                    }
-                }
+                None => Err(not_serving(state, tenant, Some(app), None).await),
             }
         }
         Goal::Model(model) => {
@@ -170,15 +162,65 @@ async fn resolve(
                     tracing::warn!(error = %e, "cannot refresh the serving catalog");
                 }
                 if cluster.catalog().model(tenant, model).is_none() {
-                    let m = state.db.get_model(tenant, model).await?;
-                    return Err(ApiError::Unavailable(format!(
-                        "model '{model}' is not ready (status {}); see GET /v1/models/{model}",
-                        m.status.as_str()
-                    )));
+                    return Err(not_serving(state, tenant, None, Some(model)).await);
                 }
             }
             Ok(model.to_string())
         }
+    }
+}
+
+/// Why an application or model that serves no variant cannot take a query or a job:
+/// - it does not exist, or the application has no model left: 404;
+/// - a model of it is still being generated or profiled: 503 (temporary, retry later);
+/// - every model of it failed registration: 409 (permanent until a model is registered again).
+pub async fn not_serving(
+    state: &AppState,
+    tenant: &str,
+    app: Option<&str>,
+    model: Option<&str>,
+) -> ApiError {
+    use infaas_core::ModelStatus;
+    // (for the 409, for the 503, the models' statuses)
+    let (failed, pending, statuses) = match (app, model) {
+        (Some(app), _) => {
+            let apps = match state.db.list_apps(tenant).await {
+                Ok(apps) => apps,
+                Err(e) => return e.into(),
+            };
+            if !apps.iter().any(|(a, _)| a.name == app) {
+                return ApiError::NotFound(format!("application '{app}' not found"));
+            }
+            let models = match state.db.list_models(tenant, Some(app)).await {
+                Ok(models) => models,
+                Err(e) => return e.into(),
+            };
+            if models.is_empty() {
+                return ApiError::NotFound(format!(
+                    "application '{app}' has no models; register one with POST /v1/models"
+                ));
+            }
+            let statuses: Vec<ModelStatus> = models.iter().map(|m| m.status).collect();
+            (
+                format!("no model of application '{app}' can serve: every one failed registration (see GET /v1/apps/{app}); register one again"),
+                format!("no model of application '{app}' is ready yet: variants are being generated and profiled (see GET /v1/apps/{app}); retry later"),
+                statuses,
+            )
+        }
+        (None, Some(model)) => match state.db.get_model(tenant, model).await {
+            Ok(m) => (
+                format!("model '{model}' cannot serve: its registration failed (see GET /v1/models/{model}); register it again"),
+                format!("model '{model}' is not ready yet (status {}; see GET /v1/models/{model}); retry later", m.status.as_str()),
+                vec![m.status],
+            ),
+            Err(e) => return e.into(),
+        },
+        (None, None) => return ApiError::BadRequest("give an application or a model".into()),
+    };
+    if statuses.iter().all(|s| *s == ModelStatus::Failed) {
+        ApiError::Conflict(failed)
+    } else {
+        ApiError::Unavailable(pending)
     }
 }
 

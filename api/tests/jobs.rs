@@ -654,7 +654,7 @@ async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
                 json!({"input_path": "x", "app": APP, "extra": 1}),
             )
             .await,
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::BAD_REQUEST,
             "extra",
         ),
     ];
@@ -737,6 +737,38 @@ async fn files_jsonl_webhook_and_cancel(b: &Backends) {
         "{}",
         listed.text
     );
+    // The file area's contract (openapi/openapi.json): a body is required, names are bounded.
+    for (path, body, status, needle) in [
+        (
+            "batch/empty.jsonl",
+            "",
+            StatusCode::BAD_REQUEST,
+            "the body is empty",
+        ),
+        (
+            &*format!("batch/{}", "x".repeat(256)),
+            "1",
+            StatusCode::BAD_REQUEST,
+            "255",
+        ),
+        (
+            "batch/%2E%2E/x",
+            "1",
+            StatusCode::BAD_REQUEST,
+            "not a valid path",
+        ),
+    ] {
+        let r = p
+            .send(
+                p.http
+                    .put(format!("{}/v1/files/{path}", p.base))
+                    .bearer_auth(&t.token)
+                    .body(body.to_string()),
+            )
+            .await;
+        assert_eq!(r.status, status, "PUT {path}: {}", r.text);
+        assert!(r.text.contains(needle), "PUT {path}: {}", r.text);
+    }
     let a = post_json(&p, &t, "/v1/jobs", json!({"input_path": "batch", "model": MODEL, "output_path": "out/run1", "webhook_url": hook_url})).await;
     assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
     assert_eq!(a.body["items_total"], 540);

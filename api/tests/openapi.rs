@@ -77,3 +77,87 @@ fn operation_ids_are_unique() {
         }
     }
 }
+
+/// Every operation documents the answers its kind can give whatever its handler does: 401 and
+/// 429 with a token, 400, 413 and 415 with a body, 400 with parameters; every error answer
+/// carries the error body. Fails when a route is added without them.
+#[test]
+fn every_operation_documents_the_answers_of_its_kind() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&infaas_api::openapi::document()).expect("the document is JSON");
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("a path item") {
+            let responses = op["responses"].as_object().expect("responses");
+            let has = |status: &str| responses.contains_key(status);
+            let secured = op["security"].as_array().is_some_and(|s| !s.is_empty());
+            let body = op.get("requestBody").is_some();
+            let params = op["parameters"].as_array().is_some_and(|p| !p.is_empty());
+            let mut expected = Vec::new();
+            if secured {
+                expected.extend(["401", "429"]);
+            }
+            if body {
+                expected.extend(["400", "413", "415"]);
+            }
+            if params {
+                expected.push("400");
+            }
+            for status in expected {
+                assert!(has(status), "{method} {path} does not document {status}");
+            }
+            if secured {
+                assert!(
+                    responses["429"]["headers"]["Retry-After"].is_object(),
+                    "{method} {path}: 429 without Retry-After"
+                );
+            }
+            for (status, r) in responses {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let schema = &r["content"]["application/json"]["schema"]["$ref"];
+                    assert_eq!(
+                        schema, "#/components/schemas/ErrorBody",
+                        "{method} {path} {status} has no error body"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The limits the server enforces are in the schemas (a generated client checks them before
+/// sending): spot checks of each kind, tied to the server's rules by the API fuzzer in CI.
+#[test]
+fn request_limits_are_in_the_schemas() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&infaas_api::openapi::document()).expect("the document is JSON");
+    let schemas = &doc["components"]["schemas"];
+    let infer = &schemas["InferRequest"]["properties"];
+    assert_eq!(infer["inputs"]["minItems"], 1);
+    assert_eq!(infer["min_accuracy"]["maximum"], 1.0);
+    assert_eq!(infer["latency_ms"]["exclusiveMinimum"], 0.0);
+    let tensor = &schemas["TensorJson"]["properties"];
+    assert_eq!(tensor["shape"]["items"]["type"], "integer");
+    assert_eq!(tensor["shape"]["items"]["minimum"], 1);
+    assert_eq!(tensor["shape"]["minItems"], 1);
+    assert_eq!(
+        schemas["Datatype"]["enum"].as_array().map(Vec::len),
+        Some(9)
+    );
+    assert_eq!(
+        schemas["KeyRole"]["enum"],
+        serde_json::json!(["admin", "member"])
+    );
+    // A job names an application or a model, not both.
+    let job = &schemas["JobRequest"]["allOf"];
+    assert_eq!(job[1]["oneOf"].as_array().map(Vec::len), Some(2));
+    let files = &doc["paths"]["/v1/files/{path}"]["put"];
+    assert_eq!(files["requestBody"]["required"], true);
+    assert!(files["parameters"][0]["schema"]["pattern"].is_string());
+    let events = &doc["paths"]["/v1/apps/{app}/scaling-events"]["get"]["parameters"];
+    let limit = events
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "limit"))
+        .expect("limit");
+    assert_eq!(limit["schema"]["minimum"], 1);
+    assert_eq!(limit["schema"]["maximum"], 1000);
+}

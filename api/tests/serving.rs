@@ -207,6 +207,14 @@ async fn selection_follows_slo_and_accuracy(b: &Backends) {
         usage.text
     );
     assert!(usage.body["cost"].as_f64().unwrap() > 0.0, "{}", usage.text);
+    // Outside its documented range, `minutes` is refused, not clamped.
+    for minutes in ["0", "10081"] {
+        let r = p
+            .get(&t, &format!("/v1/apps/digits/usage?minutes={minutes}"))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+        assert!(r.text.contains("between 1 and 10080"), "{}", r.text);
+    }
     p.stop().await;
 }
 
@@ -292,7 +300,19 @@ async fn bad_queries_name_the_problem(b: &Backends) {
         (
             "/v1/apps/digits/infer",
             json!({"input": []}),
-            StatusCode::UNPROCESSABLE_ENTITY,
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [{"name": "input", "shape": [0, 64], "datatype": "FP32", "data": []}]}),
+            StatusCode::BAD_REQUEST,
+            "each at least 1",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": vec!["a"; 64]}]}),
+            StatusCode::BAD_REQUEST,
             "input",
         ),
     ];

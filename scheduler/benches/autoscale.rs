@@ -2,11 +2,13 @@
 //! 4 threads, 2 GPU) over 10 workers (32 cores each, 3 with a GPU), ~100 running instances in a
 //! seeded random mix of ages, loads between 20 and 800 rows/s.
 //!
-//! Times the exact ILP (CBC, solved to proven optimality; target <= 100 ms) and one greedy
-//! decision (target <= 1 ms), prints both plans' objectives and the greedy gap, then runs the
-//! criterion benchmarks.
+//! Times the exact ILP (the build's MILP solver, solved to proven optimality; target <= 100 ms)
+//! and one greedy decision (target <= 1 ms), prints both plans' objectives and the greedy gap,
+//! then solves 10 seeded cases with every solver of the build (same optimum asserted; median
+//! and max time each), then runs the criterion benchmarks.
 //!
 //! Run: `cargo bench -p infaas-scheduler --bench autoscale`
+//! (add `--features highs` to compare HiGHS with CBC in the same run).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -14,8 +16,9 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use infaas_core::{HardwareKind, LatencyPoint};
 use infaas_scheduler::autoscale::{
-    exact, gap, greedy, Family, Running, ScalingConfig, ScalingInput,
+    exact, exact_with, gap, greedy, Family, Running, ScalingConfig, ScalingInput,
 };
+use infaas_scheduler::milp::Solver;
 use infaas_scheduler::{InstanceState, Prices, VariantEntry, WorkerEntry};
 
 const FAMILIES: usize = 50;
@@ -188,6 +191,50 @@ fn median(mut xs: Vec<Duration>) -> Duration {
     xs[xs.len() / 2]
 }
 
+/// Every solver of the build on the same 10 seeded cases: the same optimum, and how long.
+fn compare_solvers() {
+    let cases: Vec<Case> = (0..10u64)
+        .map(|seed| case(&mut Rng(0x5EED_0000 + seed)))
+        .collect();
+    let mut objectives: Vec<Vec<f64>> = Vec::new();
+    for solver in Solver::available() {
+        let mut times = Vec::new();
+        let mut objs = Vec::new();
+        for c in &cases {
+            let input = ScalingInput {
+                variants: &c.variants,
+                workers: &c.workers,
+                running: c.running.clone(),
+                families: c.families.clone(),
+                prices: PRICES,
+                config: ScalingConfig::default(),
+                releasable: Vec::new(),
+            };
+            for _ in 0..3 {
+                let t = Instant::now();
+                let plan = exact_with(black_box(&input), solver).expect("exact");
+                times.push(t.elapsed());
+                objs.push(plan.score.objective);
+            }
+        }
+        println!(
+            "exact ILP with {solver:<5}: median {:?}, max {:?} over {} solves of 10 cases",
+            median(times.clone()),
+            times.iter().max().expect("runs"),
+            times.len()
+        );
+        objectives.push(objs);
+    }
+    for pair in objectives.windows(2) {
+        for (a, b) in pair[0].iter().zip(&pair[1]) {
+            assert!(
+                (a - b).abs() <= 1e-6 * a.abs().max(b.abs()).max(1e-12),
+                "solvers disagree on an optimum: {a:e} against {b:e}"
+            );
+        }
+    }
+}
+
 fn main() {
     let mut rng = Rng(0x0A57_0CA1);
     let c = case(&mut rng);
@@ -253,6 +300,8 @@ fn main() {
         median(greedy_times.clone()),
         greedy_times.iter().max().expect("runs")
     );
+
+    compare_solvers();
 
     let mut cr = Criterion::default().configure_from_args();
     cr.bench_function("autoscale/greedy_50x8x10", |b| {

@@ -4,9 +4,11 @@
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
+//! - [`milp`]: the one door to the MILP solvers (HiGHS by default, CBC as a feature).
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 
 pub mod autoscale;
+pub mod milp;
 pub mod offline;
 pub mod select;
 pub mod snapshot;

@@ -32,16 +32,19 @@ pub fn file_key(tenant_id: &str, path: &str) -> String {
 /// Checks a path of the tenant's file area: `/`-separated segments of letters, digits, `.`,
 /// `_` and `-`, none of them `.` or `..`.
 pub fn check_path(what: &str, path: &str, allow_trailing_slash: bool) -> Result<String, ApiError> {
-    let trimmed = path.trim_start_matches('/');
+    // One leading '/' (and one trailing, where allowed) may be given; the OpenAPI document's
+    // patterns say exactly this.
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
     let body = if allow_trailing_slash {
-        trimmed.trim_end_matches('/')
+        trimmed.strip_suffix('/').unwrap_or(trimmed)
     } else {
         trimmed
     };
     let ok = !body.is_empty()
-        && body.len() <= 512
+        && path.len() <= 512
         && body.split('/').all(|seg| {
             !seg.is_empty()
+                && seg.len() <= 255
                 && seg != "."
                 && seg != ".."
                 && seg
@@ -50,7 +53,7 @@ pub fn check_path(what: &str, path: &str, allow_trailing_slash: bool) -> Result<
         });
     if !ok {
         return Err(ApiError::BadRequest(format!(
-            "{what} '{path}' is not a valid path: use '/'-separated names of letters, digits, '.', '_' and '-' (at most 512 characters)"
+            "{what} '{path}' is not a valid path: use '/'-separated names of letters, digits, '.', '_' and '-' (at most 255 characters each, 512 in all)"
         )));
     }
     Ok(body.to_string())
@@ -301,26 +304,7 @@ pub async fn submit(state: &AppState, tenant: &str, s: Submission) -> Result<Job
         schemas = target_schemas(state, tenant, app, model);
     }
     if schemas.is_empty() {
-        return Err(match (app, model) {
-            (Some(app), _) => {
-                let apps = state.db.list_apps(tenant).await?;
-                if apps.iter().any(|(a, _)| a.name == app) {
-                    ApiError::Unavailable(format!(
-                        "no model of application '{app}' is ready yet; see GET /v1/apps/{app}"
-                    ))
-                } else {
-                    ApiError::NotFound(format!("application '{app}' not found"))
-                }
-            }
-            (None, Some(model)) => {
-                let m = state.db.get_model(tenant, model).await?;
-                ApiError::Unavailable(format!(
-                    "model '{model}' is not ready (status {})",
-                    m.status.as_str()
-                ))
-            }
-            (None, None) => ApiError::BadRequest("no target".into()),
-        });
+        return Err(crate::serving::not_serving(state, tenant, app, model).await);
     }
     if let (Some(app), Some(min)) = (app, s.min_accuracy) {
         let snapshot = state.cluster.snapshot();

@@ -13,10 +13,12 @@ use crate::state::AppState;
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateKeyRequest {
-    /// A label for the key, e.g. `ci` or `alice`.
+    /// A label for the key, e.g. `ci` or `alice`: 1-128 characters, not all blank.
+    #[schema(min_length = 1, max_length = 128, pattern = r"\S")]
     pub name: String,
     /// `admin` or `member` (default `member`).
     #[serde(default)]
+    #[schema(value_type = Option<KeyRole>)]
     pub role: Option<String>,
 }
 
@@ -46,6 +48,15 @@ impl From<ApiKey> for ApiKeyView {
     }
 }
 
+/// The role of an API key (documentation of `role`).
+#[derive(ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum KeyRole {
+    Admin,
+    Member,
+}
+
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct CreatedKey {
     pub key: ApiKeyView,
@@ -70,7 +81,7 @@ pub async fn create(
 ) -> ApiResult<(StatusCode, Json<CreatedKey>)> {
     p.require_admin()?;
     let name = req.name.trim();
-    if name.is_empty() || name.len() > 128 {
+    if name.is_empty() || req.name.chars().count() > 128 {
         return Err(ApiError::BadRequest(
             "field 'name' must be 1-128 characters".into(),
         ));

@@ -179,6 +179,7 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct UsageParams {
     /// How many past minutes to report (default 60, at most 10,080).
+    #[param(minimum = 1, maximum = 10080)]
     pub minutes: Option<i64>,
 }
 
@@ -219,12 +220,17 @@ pub async fn usage(
     Path(app): Path<String>,
     Query(q): Query<UsageParams>,
 ) -> ApiResult<Json<UsageReport>> {
+    let minutes = q.minutes.unwrap_or(60);
+    if !(1..=10_080).contains(&minutes) {
+        return Err(ApiError::BadRequest(format!(
+            "minutes must be between 1 and 10080, not {minutes}"
+        )));
+    }
     let apps = state.db.list_apps(&p.tenant_id).await?;
     if !apps.iter().any(|(a, _)| a.name == app) {
         return Err(ApiError::NotFound(format!("application '{app}' not found")));
     }
     state.usage.flush(&state.db).await;
-    let minutes = q.minutes.unwrap_or(60).clamp(1, 10_080);
     let since = (now_ms() / 60_000 - minutes) * 60_000;
     let rows = state.db.usage(&p.tenant_id, &app, since).await?;
     let requests: i64 = rows.iter().map(|r| r.requests).sum();

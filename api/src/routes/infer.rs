@@ -16,8 +16,11 @@ use crate::state::AppState;
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TensorJson {
     pub name: String,
+    /// Dimensions, the batch (rows) first; every dimension at least 1.
+    #[schema(schema_with = shape_schema)]
     pub shape: Vec<i64>,
     /// `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`.
+    #[schema(value_type = Datatype)]
     pub datatype: String,
     /// The elements, flat (row-major) or nested by the shape.
     #[schema(value_type = Vec<serde_json::Value>)]
@@ -27,13 +30,33 @@ pub struct TensorJson {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InferRequest {
+    /// The model's inputs, each with the same number of rows and a distinct name.
+    #[schema(min_items = 1)]
     pub inputs: Vec<TensorJson>,
     /// Latency SLO in milliseconds (application queries).
+    #[schema(exclusive_minimum = 0.0)]
     pub latency_ms: Option<f64>,
     /// Smallest acceptable accuracy, a fraction in [0, 1] (application queries).
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub min_accuracy: Option<f64>,
     /// Largest acceptable cost of the query, in the configured price unit.
+    #[schema(minimum = 0.0)]
     pub max_cost: Option<f64>,
+}
+
+/// The datatypes of tensors in JSON (documentation of `datatype`).
+#[derive(ToSchema)]
+#[allow(dead_code, clippy::upper_case_acronyms)]
+pub enum Datatype {
+    BOOL,
+    UINT8,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    FP32,
+    FP64,
+    BYTES,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -57,10 +80,31 @@ pub struct InferResponse {
     pub cost: f64,
 }
 
+/// `shape`: at least one dimension, each at least 1.
+fn shape_schema() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(
+            utoipa::openapi::ObjectBuilder::new()
+                .schema_type(utoipa::openapi::Type::Integer)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Int64,
+                )))
+                .minimum(Some(1)),
+        )
+        .min_items(Some(1))
+        .build()
+}
+
 fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_core::Tensor>> {
     inputs
         .into_iter()
         .map(|t| {
+            if t.shape.is_empty() || t.shape.iter().any(|&d| d < 1) {
+                return Err(ApiError::BadRequest(format!(
+                    "input '{}': shape {:?} needs at least one dimension, each at least 1 (the first is the rows)",
+                    t.name, t.shape
+                )));
+            }
             tensor_from_json(&JsonTensor {
                 name: t.name,
                 datatype: t.datatype,
@@ -157,10 +201,12 @@ async fn infer(
     request_body = InferRequest,
     responses((status = 200, body = InferResponse),
               (status = 400, description = "Inputs that fit no model (the message names the tensor)", body = ErrorBody),
-              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, description = "No such application, or it has no models", body = ErrorBody),
+              (status = 409, description = "Every model of the application failed registration", body = ErrorBody),
               (status = 422, description = "No variant meets the requirements; `suggestion` names the closest", body = ErrorBody),
-              (status = 429, description = "Overloaded", body = ErrorBody),
-              (status = 503, body = ErrorBody)))]
+              (status = 429, description = "Overloaded, or the tenant's rate limit", body = ErrorBody),
+              (status = 503, description = "No model of the application is ready yet; retry", body = ErrorBody)))]
 pub async fn infer_app(
     State(state): State<AppState>,
     p: Principal,
@@ -175,9 +221,12 @@ pub async fn infer_app(
     params(("model" = String, Path, description = "Model name")),
     request_body = InferRequest,
     responses((status = 200, body = InferResponse),
-              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-              (status = 404, body = ErrorBody), (status = 429, body = ErrorBody),
-              (status = 503, body = ErrorBody)))]
+              (status = 400, description = "Inputs that do not fit the model (the message names the tensor)", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, description = "No such model", body = ErrorBody),
+              (status = 409, description = "The model's registration failed", body = ErrorBody),
+              (status = 429, description = "Overloaded, or the tenant's rate limit", body = ErrorBody),
+              (status = 503, description = "The model is not ready yet; retry", body = ErrorBody)))]
 pub async fn infer_model(
     State(state): State<AppState>,
     p: Principal,

@@ -20,14 +20,25 @@ use crate::state::AppState;
 #[serde(deny_unknown_fields)]
 pub struct JobRequest {
     /// A prefix (folder) of `.npz` / `.jsonl` objects, or one object, in the file area.
+    #[schema(
+        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
+        max_length = 512
+    )]
     pub input_path: String,
     /// Where outputs go in the file area (default `job-outputs/<uuid>`).
+    #[schema(
+        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
+        max_length = 512
+    )]
     pub output_path: Option<String>,
-    /// Model-less: the application whose variants may run the job.
+    /// Model-less: the application whose variants may run the job (give `app` or `model`).
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     pub app: Option<String>,
-    /// Smallest acceptable accuracy, a fraction in [0, 1] (application jobs).
+    /// Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub min_accuracy: Option<f64>,
     /// Or one registered model.
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     pub model: Option<String>,
     /// Called with the job (POST, JSON) when it ends.
     pub webhook_url: Option<String>,
@@ -38,7 +49,7 @@ pub struct JobRequest {
 #[derive(ToSchema)]
 pub struct JobForm {
     /// One or more `.npz` / `.jsonl` files (repeat the field).
-    #[schema(value_type = Vec<String>, format = Binary)]
+    #[schema(value_type = Vec<String>, format = Binary, min_items = 1)]
     input: Vec<Vec<u8>>,
     app: Option<String>,
     min_accuracy: Option<f64>,
@@ -152,10 +163,11 @@ async fn read_multipart(
     responses((status = 202, description = "Queued", body = JobView),
               (status = 400, description = "Invalid request or inputs that do not fit the model (the message names the object and array or line)", body = ErrorBody),
               (status = 401, body = ErrorBody),
-              (status = 404, description = "Unknown application or model", body = ErrorBody),
+              (status = 404, description = "Unknown application or model, an application without models, or no input at input_path", body = ErrorBody),
+              (status = 409, description = "Every model of the target failed registration", body = ErrorBody),
               (status = 413, body = ErrorBody),
               (status = 422, description = "No variant reaches min_accuracy", body = ErrorBody),
-              (status = 503, description = "The target has no ready model", body = ErrorBody)))]
+              (status = 503, description = "No model of the target is ready yet; retry", body = ErrorBody)))]
 pub async fn submit(
     State(state): State<AppState>,
     p: Principal,
@@ -272,11 +284,13 @@ pub async fn results(
 
 /// Stores a file in the tenant's file area (job inputs), replacing any file at that path.
 #[utoipa::path(put, path = "/v1/files/{path}", tag = "files", security(("bearer" = [])),
-    params(("path" = String, Path, description = "Path in the file area, e.g. `batches/day1/part-1.npz`")),
-    request_body(content = String, content_type = "application/octet-stream"),
+    params(("path" = String, Path, description = "Path in the file area, e.g. `batches/day1/part-1.npz`: '/'-separated names of letters, digits, '.', '_' and '-' (not '.' or '..', at most 255 each), at most 512 characters",
+        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*$", max_length = 512)),
+    request_body(content = String, content_type = "application/octet-stream", description = "The file's bytes (at least one)"),
     responses((status = 201, description = "Stored", body = FileView),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, description = "Storage quota exceeded", body = ErrorBody),
+              (status = 409, description = "A folder is at the path, or a file at one of its folders (local file store)", body = ErrorBody),
               (status = 413, body = ErrorBody)))]
 pub async fn put_file(
     State(state): State<AppState>,
@@ -285,6 +299,11 @@ pub async fn put_file(
     body: Bytes,
 ) -> ApiResult<(StatusCode, Json<FileView>)> {
     let path = check_path("path", &path, false)?;
+    if body.is_empty() {
+        return Err(ApiError::BadRequest(format!(
+            "the body is empty: send the bytes of file '{path}'"
+        )));
+    }
     let tenant = state.db.get_tenant(&p.tenant_id).await?;
     let stored = state.db.stored_bytes(&p.tenant_id).await?;
     if stored + body.len() as i64 > tenant.quotas.max_stored_bytes {
@@ -300,7 +319,7 @@ pub async fn put_file(
 
 /// Downloads a file of the tenant's file area (job inputs and outputs).
 #[utoipa::path(get, path = "/v1/files/{path}", tag = "files", security(("bearer" = [])),
-    params(("path" = String, Path, description = "Path in the file area")),
+    params(("path" = String, Path, description = "Path in the file area", pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*$", max_length = 512)),
     responses((status = 200, content_type = "application/octet-stream", body = String),
               (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn get_file(
@@ -337,7 +356,11 @@ pub struct FileList {
 
 #[derive(Deserialize, IntoParams)]
 pub struct FilesQuery {
-    /// Only files under this prefix.
+    /// Only files under this prefix (a folder or a file; empty: everything).
+    #[param(
+        pattern = r"^$|^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
+        max_length = 512
+    )]
     pub prefix: Option<String>,
 }
 

@@ -127,9 +127,11 @@ pub(crate) async fn model_view(state: &AppState, m: Model) -> ApiResult<ModelVie
 #[derive(ToSchema)]
 #[allow(dead_code)]
 pub struct RegisterForm {
-    /// Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`.
+    /// Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit.
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     name: String,
-    /// Application (created when new).
+    /// Application (created when new); the same rule as `name`.
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     app: String,
     /// `classification` (default).
     task: Option<String>,
@@ -140,11 +142,18 @@ pub struct RegisterForm {
     #[schema(value_type = String, format = Binary)]
     validation: Vec<u8>,
     /// Output holding class scores or labels (automatic when absent).
+    #[schema(max_length = 65536)]
     output: Option<String>,
     /// Largest batch the model may be given.
+    #[schema(minimum = 1, maximum = 4096)]
     max_batch: Option<usize>,
-    /// Class names by label, as a JSON array or comma-separated.
+    /// Class names by label, as a JSON array of strings or comma-separated, none empty.
+    #[schema(
+        pattern = r#"^(\s*\[[ \t\n\r]*"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-cA-CeEfF][0-9a-fA-F]{3}|u[dD][0-7][0-9a-fA-F]{2}))+"(?:[ \t\n\r]*,[ \t\n\r]*"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-cA-CeEfF][0-9a-fA-F]{3}|u[dD][0-7][0-9a-fA-F]{2}))+")*[ \t\n\r]*\]\s*|\s*[^,\s\[][^,]*(,\s*[^,\s][^,]*)*)$"#,
+        max_length = 65536
+    )]
     label_names: Option<String>,
+    #[schema(max_length = 65536)]
     description: Option<String>,
 }
 

@@ -11,8 +11,10 @@ use crate::state::AppState;
 #[derive(Deserialize, utoipa::IntoParams)]
 pub struct ScalingParams {
     /// Most events to return, newest first (1 to 1000, default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<i64>,
     /// Only events at or after this time, milliseconds since the Unix epoch (default 0).
+    #[param(minimum = 0)]
     pub since_ms: Option<i64>,
 }
 

@@ -19,6 +19,7 @@ from infaas_client.api.inference import infer_app
 from infaas_client.api.jobs import list_jobs, results, show_job, submit
 from infaas_client.api.models import register, show_model
 from infaas_client.models import (
+    Datatype,
     ErrorBody,
     InferRequest,
     InferResponse,
@@ -137,7 +138,7 @@ def main():
         client=client,
         app=APP,
         body=InferRequest(
-            inputs=[TensorJson(name="input", shape=[rows, 64], datatype="FP32", data=flat)],
+            inputs=[TensorJson(name="input", shape=[rows, 64], datatype=Datatype.FP32, data=flat)],
             latency_ms=1000.0,
             min_accuracy=0.5,
         ),
@@ -155,7 +156,7 @@ def main():
         client=client,
         app=APP,
         body=InferRequest(
-            inputs=[TensorJson(name="input", shape=[1, 64], datatype="FP32", data=data["x"][0])],
+            inputs=[TensorJson(name="input", shape=[1, 64], datatype=Datatype.FP32, data=data["x"][0])],
             min_accuracy=1.5,
         ),
     )

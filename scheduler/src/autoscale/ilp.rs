@@ -1,4 +1,4 @@
-//! The INFaaS model-scaling ILP (§4.2.1), solved to optimality with CBC; see the parent module
+//! The INFaaS model-scaling ILP (§4.2.1), solved to optimality by the build's MILP solver; see the parent module
 //! for the formulation.
 //!
 //! Up to three solves, each a relaxation of the next, stopping at the first whose optimum can be
@@ -19,24 +19,27 @@
 //! another of its family (same hardware, no more threads or memory, no less throughput, no more
 //! objective weight), and bounds past `ceil((slack * L - kept) / Q_j)`, where `kept` is the
 //! capacity of instances that may not be removed. The objective is divided by the smallest
-//! instance price so that its coefficients are near 1 and CBC's absolute tolerances stay far
-//! below one instance's price.
+//! instance price so that its coefficients are near 1 and the solver's absolute tolerances stay
+//! far below one instance's price.
 
-use good_lp::{
-    coin_cbc, variable, Expression, ProblemVariables, Solution, SolutionStatus, SolverModel,
-    Variable,
-};
+use good_lp::{variable, Expression, Variable};
 
 use infaas_core::HardwareKind;
 
 use crate::autoscale::problem::{family_actions, Loads, Objective, Prepared, Room};
 use crate::autoscale::{Plan, ScalingError, ScalingInput};
+use crate::milp::{self, Problem, Settings, Solver, Status};
 use crate::snapshot::VariantEntry;
 
 /// The optimal plan for `input`: least objective over every feasible set of loads and removals.
 pub fn exact(input: &ScalingInput) -> Result<Plan, ScalingError> {
+    exact_with(input, Solver::DEFAULT)
+}
+
+/// [`exact`] solved by `solver` (to compare solvers on the same inputs).
+pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<Plan, ScalingError> {
     let p = Prepared::new(input)?;
-    let (loads, removals) = optimal_changes(&p)?;
+    let (loads, removals) = optimal_changes(&p, solver)?;
     let score = p.score(&loads, &removals);
     let mut actions = Vec::new();
     for f in 0..input.families.len() {
@@ -88,25 +91,28 @@ pub(super) struct Counts {
 }
 
 /// The optimal loads `(variant, worker)` and removals; see the module documentation.
-pub(super) fn optimal_changes(p: &Prepared) -> Result<(Loads, Vec<usize>), ScalingError> {
+pub(super) fn optimal_changes(
+    p: &Prepared,
+    solver: Solver,
+) -> Result<(Loads, Vec<usize>), ScalingError> {
     // Each family alone: their optima together bound the coupled optimum from below.
     let mut each = Counts {
         loads: Vec::new(),
         removals: Vec::new(),
     };
     for f in 0..p.input.families.len() {
-        let c = solve(p, Level::Fleet, Some(f))?;
+        let c = solve(p, Level::Fleet, Some(f), solver)?;
         each.loads.extend(c.loads);
         each.removals.extend(c.removals);
     }
     if let Some(loads) = pack(p, &each.loads) {
         return Ok((loads, each.removals));
     }
-    let fleet = solve(p, Level::Fleet, None)?;
+    let fleet = solve(p, Level::Fleet, None, solver)?;
     if let Some(loads) = pack(p, &fleet.loads) {
         return Ok((loads, fleet.removals));
     }
-    let c = solve(p, Level::Worker, None)?;
+    let c = solve(p, Level::Worker, None, solver)?;
     let loads = c
         .loads
         .iter()
@@ -122,6 +128,7 @@ pub(super) fn solve(
     p: &Prepared,
     level: Level,
     only: Option<usize>,
+    solver: Solver,
 ) -> Result<Counts, ScalingError> {
     let input = p.input;
     let workers = input.workers;
@@ -154,7 +161,8 @@ pub(super) fn solve(
         (Level::Worker, None) => false,
     };
 
-    let mut vars = ProblemVariables::new();
+    let mut problem = Problem::new();
+    let vars = &mut problem.vars;
     let mut objective = Expression::with_capacity(variants.len() * 2);
     // (variant, worker at worker level, variable)
     let mut x: Vec<(usize, Option<usize>, Variable)> = Vec::new();
@@ -240,39 +248,34 @@ pub(super) fn solve(
         });
     }
 
-    let mut model = vars.minimise(objective).using(coin_cbc);
-    model.set_log_level(0);
-    model.set_parameter("log", "0");
-    model.set_parameter("slogLevel", "0");
-    // Prove optimality: no relative gap allowed.
-    model.set_parameter("ratioGap", "0");
-    if only.is_some() {
-        // A family alone has a handful of columns: branch and bound settles it faster than
-        // preprocessing, heuristics and cut rounds take to run (they only affect speed).
-        for key in ["preprocess", "heuristics", "cuts"] {
-            model.set_parameter(key, "off");
-        }
-    }
+    problem.objective = objective;
     for (row, rhs, any) in load_rows {
         if any {
-            model.add_constraint(row.geq(rhs));
+            problem.add_constraint(row.geq(rhs));
         }
     }
     for (g, (c, m)) in cores.into_iter().zip(memory).enumerate() {
         if used[g] {
             let free_cores: usize = groups[g].iter().map(|&w| room.cores(w)).sum();
             let free_memory: u64 = groups[g].iter().map(|&w| room.memory(w)).sum();
-            model.add_constraint(c.leq(free_cores as f64));
-            model.add_constraint(m.leq(free_memory as f64 / 1e9));
+            problem.add_constraint(c.leq(free_cores as f64));
+            problem.add_constraint(m.leq(free_memory as f64 / 1e9));
         }
     }
-    let solution = model.solve()?;
-    match solution.status() {
-        SolutionStatus::Optimal => {}
-        SolutionStatus::TimeLimit => return Err(ScalingError::NotOptimal("time limit")),
-        SolutionStatus::GapLimit => return Err(ScalingError::NotOptimal("gap limit")),
+    let settings = Settings {
+        // Prove optimality: no relative gap allowed.
+        optimal: true,
+        // A family alone has a handful of columns.
+        small: only.is_some(),
+        time_limit: None,
+    };
+    let solution = milp::solve(solver, problem, &settings)?;
+    match solution.status {
+        Status::Optimal => {}
+        Status::TimeLimit => return Err(ScalingError::NotOptimal("time limit")),
+        Status::GapLimit => return Err(ScalingError::NotOptimal("gap limit")),
     }
-    let count = |v: Variable| solution.value(v).round().max(0.0) as usize;
+    let count = |v: Variable| solution.count(v);
     let mut removals = Vec::new();
     for &(j, var) in &r {
         removals.extend(p.removable_of(j).into_iter().take(count(var)));

@@ -68,7 +68,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(doc)]
 use crate::snapshot::{Prices, VariantEntry};
 
-pub use ilp::{exact, gap, Gap};
+pub use ilp::{exact, exact_with, gap, Gap};
 pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
@@ -171,8 +171,8 @@ pub enum ScalingError {
         family: String,
         problem: &'static str,
     },
-    #[error("the solver failed")]
-    Solver(#[from] good_lp::ResolutionError),
+    #[error(transparent)]
+    Solver(#[from] crate::milp::MilpError),
     #[error("the solver stopped before proving optimality ({0})")]
     NotOptimal(&'static str),
 }

@@ -5,6 +5,7 @@ use infaas_core::{HardwareKind, LatencyPoint};
 use super::ilp::Level;
 use super::problem::Prepared;
 use super::*;
+use crate::milp::Solver;
 use crate::snapshot::{InstanceEntry, Prices, Snapshot, VariantEntry, WorkerEntry};
 use crate::state::InstanceState;
 
@@ -508,7 +509,7 @@ fn exact_falls_back_to_per_worker_placement_when_counts_do_not_pack() {
     );
     let p = Prepared::new(&i).unwrap();
     for only in [Some(0), None] {
-        let counts = ilp::solve(&p, Level::Fleet, only).unwrap();
+        let counts = ilp::solve(&p, Level::Fleet, only, Solver::DEFAULT).unwrap();
         assert_eq!(counts.loads, [(0, None, 2), (2, None, 1)]);
         assert!(ilp::pack(&p, &counts.loads).is_none());
     }
@@ -629,7 +630,7 @@ fn exact_is_never_worse_than_greedy_and_greedy_stays_close() {
         assert_eq!(g.score.unserved_qps, 0.0, "case {case}");
         // The per-worker model reaches the same optimum as the fleet-level one plus packing.
         let p = Prepared::new(&i).unwrap();
-        let c = ilp::solve(&p, Level::Worker, None).unwrap();
+        let c = ilp::solve(&p, Level::Worker, None, Solver::DEFAULT).unwrap();
         let loads: Vec<(usize, usize)> = c
             .loads
             .iter()

@@ -45,12 +45,28 @@ fn io(key: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// A write's error: a path that is a folder here, or under a file, is a conflict with what is
+/// stored (a file system path cannot be both), anything else an I/O error.
+fn write_error(key: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| match source.kind() {
+        std::io::ErrorKind::IsADirectory
+        | std::io::ErrorKind::NotADirectory
+        | std::io::ErrorKind::AlreadyExists
+        | std::io::ErrorKind::DirectoryNotEmpty => StoreError::Conflict(format!(
+            "a file or folder in the way of '{key}' (a path cannot be both a file and a folder); it"
+        )),
+        _ => io(key)(source),
+    }
+}
+
 #[async_trait]
 impl ObjectStore for LocalDirStore {
     async fn put_stream(&self, key: &str, mut body: ByteStream) -> Result<u64, StoreError> {
         let path = self.path(key)?;
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
-        tokio::fs::create_dir_all(&dir).await.map_err(io(key))?;
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(write_error(key))?;
         let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
         let result = async {
             let mut file = tokio::fs::File::create(&tmp).await.map_err(io(key))?;
@@ -61,7 +77,9 @@ impl ObjectStore for LocalDirStore {
                 file.write_all(&chunk).await.map_err(io(key))?;
             }
             file.sync_all().await.map_err(io(key))?;
-            tokio::fs::rename(&tmp, &path).await.map_err(io(key))?;
+            tokio::fs::rename(&tmp, &path)
+                .await
+                .map_err(write_error(key))?;
             Ok(size)
         }
         .await;
@@ -73,6 +91,10 @@ impl ObjectStore for LocalDirStore {
 
     async fn get_stream(&self, key: &str) -> Result<ByteStream, StoreError> {
         let path = self.path(key)?;
+        // A folder opens like a file on Linux and fails at the first read: it is no object.
+        if tokio::fs::metadata(&path).await.is_ok_and(|m| !m.is_file()) {
+            return Err(StoreError::ObjectNotFound(key.to_string()));
+        }
         match tokio::fs::File::open(&path).await {
             Ok(file) => Ok(Box::pin(ReaderStream::with_capacity(file, 256 * 1024))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -172,5 +194,37 @@ impl ObjectStore for LocalDirStore {
 
     fn describe(&self) -> String {
         format!("local directory {}", self.root.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_path_that_is_both_file_and_folder_is_a_conflict() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = LocalDirStore::open(dir.path()).await.expect("open");
+        store
+            .put_bytes("a/b", bytes::Bytes::from_static(b"x"))
+            .await
+            .expect("first file");
+        // "a" is a folder now: a file there, or under the file "a/b", cannot be written.
+        for key in ["a", "a/b/c"] {
+            let err = store
+                .put_bytes(key, bytes::Bytes::from_static(b"y"))
+                .await
+                .expect_err(key);
+            assert!(matches!(err, StoreError::Conflict(_)), "{key}: {err:?}");
+        }
+        // A folder is no object.
+        assert!(matches!(
+            store.get_stream("a").await,
+            Err(StoreError::ObjectNotFound(_))
+        ));
+        // What was there is intact, and no temporary file is left behind.
+        let listed = store.list("").await.expect("list");
+        let keys: Vec<&str> = listed.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["a/b"]);
     }
 }

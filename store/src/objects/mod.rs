@@ -142,6 +142,10 @@ pub(crate) fn validate_key(key: &str) -> Result<(), StoreError> {
         if seg.is_empty() || seg == "." || seg == ".." {
             return bad("empty, '.' and '..' path segments are not allowed");
         }
+        if seg.len() > 255 {
+            // A file name's limit on the local store's file systems; S3 keys follow the same rule.
+            return bad("path segments are at most 255 characters long");
+        }
         if !seg
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '='))

@@ -432,16 +432,20 @@ export interface components {
             name: string;
         };
         CreateKeyRequest: {
-            /** @description A label for the key, e.g. `ci` or `alice`. */
+            /** @description A label for the key, e.g. `ci` or `alice`: 1-128 characters, not all blank. */
             name: string;
-            /** @description `admin` or `member` (default `member`). */
-            role?: string | null;
+            role?: null | components["schemas"]["KeyRole"];
         };
         CreatedKey: {
             /** @description The secret, shown only in this answer. */
             api_key: string;
             key: components["schemas"]["ApiKeyView"];
         };
+        /**
+         * @description The datatypes of tensors in JSON (documentation of `datatype`).
+         * @enum {string}
+         */
+        Datatype: "BOOL" | "UINT8" | "INT8" | "INT16" | "INT32" | "INT64" | "FP32" | "FP64" | "BYTES";
         /** @description The JSON body of every error answer. */
         ErrorBody: {
             /** @description What went wrong, naming the field, resource or limit involved. */
@@ -474,6 +478,7 @@ export interface components {
             version: string;
         };
         InferRequest: {
+            /** @description The model's inputs, each with the same number of rows and a distinct name. */
             inputs: components["schemas"]["TensorJson"][];
             /**
              * Format: double
@@ -557,15 +562,14 @@ export interface components {
         JobList: {
             jobs: components["schemas"]["JobView"][];
         };
-        /** @description A job over inputs already in the tenant's file area. */
         JobRequest: {
-            /** @description Model-less: the application whose variants may run the job. */
+            /** @description Model-less: the application whose variants may run the job (give `app` or `model`). */
             app?: string | null;
             /** @description A prefix (folder) of `.npz` / `.jsonl` objects, or one object, in the file area. */
             input_path: string;
             /**
              * Format: double
-             * @description Smallest acceptable accuracy, a fraction in [0, 1] (application jobs).
+             * @description Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
              */
             min_accuracy?: number | null;
             /** @description Or one registered model. */
@@ -574,7 +578,14 @@ export interface components {
             output_path?: string | null;
             /** @description Called with the job (POST, JSON) when it ends. */
             webhook_url?: string | null;
-        };
+        } & ({
+            app: string;
+            model?: null;
+        } | {
+            app?: null;
+            min_accuracy?: null;
+            model: string;
+        });
         /** @description A job as the API shows it. */
         JobView: {
             app?: string | null;
@@ -623,6 +634,11 @@ export interface components {
         KeyList: {
             keys: components["schemas"]["ApiKeyView"][];
         };
+        /**
+         * @description The role of an API key (documentation of `role`).
+         * @enum {string}
+         */
+        KeyRole: "admin" | "member";
         LatencyView: {
             batch: number;
             /** Format: double */
@@ -698,10 +714,10 @@ export interface components {
         };
         /** @description Multipart form of a registration (documentation only). */
         RegisterForm: {
-            /** @description Application (created when new). */
+            /** @description Application (created when new); the same rule as `name`. */
             app: string;
             description?: string | null;
-            /** @description Class names by label, as a JSON array or comma-separated. */
+            /** @description Class names by label, as a JSON array of strings or comma-separated, none empty. */
             label_names?: string | null;
             /** @description Largest batch the model may be given. */
             max_batch?: number | null;
@@ -710,7 +726,7 @@ export interface components {
              * @description The ONNX file.
              */
             model: string;
-            /** @description Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`. */
+            /** @description Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit. */
             name: string;
             /** @description Output holding class scores or labels (automatic when absent). */
             output?: string | null;
@@ -758,7 +774,7 @@ export interface components {
             /** @description The elements, flat (row-major) or nested by the shape. */
             data: unknown[];
             /** @description `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`. */
-            datatype: string;
+            datatype: components["schemas"]["Datatype"];
             name: string;
             shape: number[];
         };
@@ -981,6 +997,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     create: {
@@ -1028,6 +1055,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Body over the limit (JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart and file bodies): `max_upload_bytes` per file (default 512 MiB)) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     revoke: {
@@ -1048,6 +1104,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ApiKeyView"];
+                };
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             401: {
@@ -1083,6 +1148,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_apps: {
@@ -1104,6 +1180,17 @@ export interface operations {
             };
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1132,6 +1219,15 @@ export interface operations {
                     "application/json": components["schemas"]["AppDetail"];
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1142,6 +1238,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1191,7 +1298,35 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such application, or it has no models */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Every model of the application failed registration */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body over the limit (JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart and file bodies): `max_upload_bytes` per file (default 512 MiB)) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1208,7 +1343,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Overloaded */
+            /** @description Overloaded, or the tenant's rate limit */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1217,6 +1352,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No model of the application is ready yet; retry */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1276,6 +1412,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     usage: {
@@ -1301,6 +1448,15 @@ export interface operations {
                     "application/json": components["schemas"]["UsageReport"];
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1311,6 +1467,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1358,12 +1525,30 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Body over the limit (JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart and file bodies): `max_upload_bytes` per file (default 512 MiB)) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_files: {
         parameters: {
             query?: {
-                /** @description Only files under this prefix. */
+                /** @description Only files under this prefix (a folder or a file; empty: everything). */
                 prefix?: string | null;
             };
             header?: never;
@@ -1396,6 +1581,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     get_file: {
@@ -1418,6 +1614,15 @@ export interface operations {
                     "application/octet-stream": string;
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1434,6 +1639,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     put_file: {
@@ -1441,11 +1657,12 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description Path in the file area, e.g. `batches/day1/part-1.npz` */
+                /** @description Path in the file area, e.g. `batches/day1/part-1.npz`: '/'-separated names of letters, digits, '.', '_' and '-' (not '.' or '..', at most 255 each), at most 512 characters */
                 path: string;
             };
             cookie?: never;
         };
+        /** @description The file's bytes (at least one) */
         requestBody: {
             content: {
                 "application/octet-stream": string;
@@ -1486,8 +1703,37 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description A folder is at the path, or a file at one of its folders (local file store) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             413: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/octet-stream */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1515,6 +1761,17 @@ export interface operations {
             };
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1563,7 +1820,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Unknown application or model */
+            /** @description Unknown application or model, an application without models, or no input at input_path */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1572,7 +1829,25 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Every model of the target failed registration */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json or multipart/form-data */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1589,7 +1864,18 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The target has no ready model */
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No model of the target is ready yet; retry */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1620,6 +1906,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobView"];
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1630,6 +1925,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1659,6 +1965,15 @@ export interface operations {
                     "application/json": components["schemas"]["JobView"];
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1669,6 +1984,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1698,6 +2024,15 @@ export interface operations {
                     "application/x-ndjson": string;
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1708,6 +2043,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1741,6 +2087,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     list_models: {
@@ -1762,6 +2119,17 @@ export interface operations {
             };
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1836,6 +2204,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Content-Type is not multipart/form-data */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
         };
     };
     infer_model: {
@@ -1862,6 +2250,7 @@ export interface operations {
                     "application/json": components["schemas"]["InferResponse"];
                 };
             };
+            /** @description Inputs that do not fit the model (the message names the tensor) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -1878,6 +2267,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such model */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1886,6 +2276,34 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The model's registration failed */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body over the limit (JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart and file bodies): `max_upload_bytes` per file (default 512 MiB)) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Overloaded, or the tenant's rate limit */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1894,6 +2312,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description The model is not ready yet; retry */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1924,6 +2343,15 @@ export interface operations {
                     "application/json": components["schemas"]["ModelView"];
                 };
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1934,6 +2362,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1961,6 +2400,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1971,6 +2419,17 @@ export interface operations {
             };
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1998,6 +2457,17 @@ export interface operations {
             };
             401: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -6,6 +6,7 @@ from .app_list import AppList
 from .app_summary import AppSummary
 from .create_key_request import CreateKeyRequest
 from .created_key import CreatedKey
+from .datatype import Datatype
 from .error_body import ErrorBody
 from .file_list import FileList
 from .file_view import FileView
@@ -19,6 +20,7 @@ from .job_list import JobList
 from .job_request import JobRequest
 from .job_view import JobView
 from .key_list import KeyList
+from .key_role import KeyRole
 from .latency_view import LatencyView
 from .me import Me
 from .model_list import ModelList
@@ -45,6 +47,7 @@ __all__ = (
     "AppSummary",
     "CreatedKey",
     "CreateKeyRequest",
+    "Datatype",
     "ErrorBody",
     "FileList",
     "FileView",
@@ -58,6 +61,7 @@ __all__ = (
     "JobRequest",
     "JobView",
     "KeyList",
+    "KeyRole",
     "LatencyView",
     "Me",
     "ModelList",

@@ -5,6 +5,7 @@ from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 
+from ..models.key_role import KeyRole
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="CreateKeyRequest")
@@ -14,12 +15,12 @@ T = TypeVar("T", bound="CreateKeyRequest")
 class CreateKeyRequest:
     """
     Attributes:
-        name (str): A label for the key, e.g. `ci` or `alice`.
-        role (None | str | Unset): `admin` or `member` (default `member`).
+        name (str): A label for the key, e.g. `ci` or `alice`: 1-128 characters, not all blank.
+        role (KeyRole | None | Unset):
     """
 
     name: str
-    role: None | str | Unset = UNSET
+    role: KeyRole | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         name = self.name
@@ -27,6 +28,8 @@ class CreateKeyRequest:
         role: None | str | Unset
         if isinstance(self.role, Unset):
             role = UNSET
+        elif isinstance(self.role, KeyRole):
+            role = self.role.value
         else:
             role = self.role
 
@@ -47,12 +50,20 @@ class CreateKeyRequest:
         d = dict(src_dict)
         name = d.pop("name")
 
-        def _parse_role(data: object) -> None | str | Unset:
+        def _parse_role(data: object) -> KeyRole | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
                 return data
-            return cast(None | str | Unset, data)
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                role_type_1 = KeyRole(data)
+
+                return role_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(KeyRole | None | Unset, data)
 
         role = _parse_role(d.pop("role", UNSET))
 

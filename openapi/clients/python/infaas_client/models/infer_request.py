@@ -18,7 +18,7 @@ T = TypeVar("T", bound="InferRequest")
 class InferRequest:
     """
     Attributes:
-        inputs (list[TensorJson]):
+        inputs (list[TensorJson]): The model's inputs, each with the same number of rows and a distinct name.
         latency_ms (float | None | Unset): Latency SLO in milliseconds (application queries).
         max_cost (float | None | Unset): Largest acceptable cost of the query, in the configured price unit.
         min_accuracy (float | None | Unset): Smallest acceptable accuracy, a fraction in [0, 1] (application queries).

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
+from attrs import field as _attrs_field
 
 from ..types import UNSET, Unset
 
@@ -12,12 +13,11 @@ T = TypeVar("T", bound="JobRequest")
 
 @_attrs_define
 class JobRequest:
-    """A job over inputs already in the tenant's file area.
-
+    """
     Attributes:
         input_path (str): A prefix (folder) of `.npz` / `.jsonl` objects, or one object, in the file area.
-        app (None | str | Unset): Model-less: the application whose variants may run the job.
-        min_accuracy (float | None | Unset): Smallest acceptable accuracy, a fraction in [0, 1] (application jobs).
+        app (None | str | Unset): Model-less: the application whose variants may run the job (give `app` or `model`).
+        min_accuracy (float | None | Unset): Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
         model (None | str | Unset): Or one registered model.
         output_path (None | str | Unset): Where outputs go in the file area (default `job-outputs/<uuid>`).
         webhook_url (None | str | Unset): Called with the job (POST, JSON) when it ends.
@@ -29,6 +29,7 @@ class JobRequest:
     model: None | str | Unset = UNSET
     output_path: None | str | Unset = UNSET
     webhook_url: None | str | Unset = UNSET
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         input_path = self.input_path
@@ -64,7 +65,7 @@ class JobRequest:
             webhook_url = self.webhook_url
 
         field_dict: dict[str, Any] = {}
-
+        field_dict.update(self.additional_properties)
         field_dict.update(
             {
                 "input_path": input_path,
@@ -142,4 +143,21 @@ class JobRequest:
             webhook_url=webhook_url,
         )
 
+        job_request.additional_properties = d
         return job_request
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -18,12 +18,13 @@ class RegisterForm:
     """Multipart form of a registration (documentation only).
 
     Attributes:
-        app (str): Application (created when new).
+        app (str): Application (created when new); the same rule as `name`.
         model (File): The ONNX file.
-        name (str): Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`.
+        name (str): Model name, unique in the tenant: 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit.
         validation (File): NPZ with `x` (or `x.<input>` per input) and integer labels `y`.
         description (None | str | Unset):
-        label_names (None | str | Unset): Class names by label, as a JSON array or comma-separated.
+        label_names (None | str | Unset): Class names by label, as a JSON array of strings or comma-separated, none
+            empty.
         max_batch (int | None | Unset): Largest batch the model may be given.
         output (None | str | Unset): Output holding class scores or labels (automatic when absent).
         task (None | str | Unset): `classification` (default).

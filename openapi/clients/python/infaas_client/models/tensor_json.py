@@ -6,6 +6,8 @@ from typing import Any, TypeVar, cast
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..models.datatype import Datatype
+
 T = TypeVar("T", bound="TensorJson")
 
 
@@ -15,13 +17,13 @@ class TensorJson:
 
     Attributes:
         data (list[Any]): The elements, flat (row-major) or nested by the shape.
-        datatype (str): `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`.
+        datatype (Datatype): The datatypes of tensors in JSON (documentation of `datatype`).
         name (str):
         shape (list[int]):
     """
 
     data: list[Any]
-    datatype: str
+    datatype: Datatype
     name: str
     shape: list[int]
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -29,7 +31,7 @@ class TensorJson:
     def to_dict(self) -> dict[str, Any]:
         data = self.data
 
-        datatype = self.datatype
+        datatype = self.datatype.value
 
         name = self.name
 
@@ -53,7 +55,7 @@ class TensorJson:
         d = dict(src_dict)
         data = cast(list[Any], d.pop("data"))
 
-        datatype = d.pop("datatype")
+        datatype = Datatype(d.pop("datatype"))
 
         name = d.pop("name")
 

@@ -47,6 +47,11 @@ def _parse_response(
 
         return response_200
 
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+        return response_400
+
     if response.status_code == 401:
         response_401 = ErrorBody.from_dict(response.json())
 
@@ -56,6 +61,11 @@ def _parse_response(
         response_404 = ErrorBody.from_dict(response.json())
 
         return response_404
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
 
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)

@@ -48,6 +48,16 @@ def _parse_response(
 
         return response_401
 
+    if response.status_code == 413:
+        response_413 = ErrorBody.from_dict(response.json())
+
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
     if client.raise_on_unexpected_status:
         raise errors.UnexpectedStatus(response.status_code, response.content)
     else:

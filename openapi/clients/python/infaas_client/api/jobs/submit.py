@@ -57,15 +57,30 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_404
 
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+        return response_409
+
     if response.status_code == 413:
         response_413 = ErrorBody.from_dict(response.json())
 
         return response_413
 
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+        return response_415
+
     if response.status_code == 422:
         response_422 = ErrorBody.from_dict(response.json())
 
         return response_422
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+        return response_429
 
     if response.status_code == 503:
         response_503 = ErrorBody.from_dict(response.json())
@@ -96,7 +111,7 @@ def sync_detailed(
     files. Inputs are read and checked against the target's models before the job is queued.
 
     Args:
-        body (JobRequest): A job over inputs already in the tenant's file area.
+        body (JobRequest):
         body (JobForm): Multipart form of `POST /v1/jobs` (for OpenAPI): input files are uploaded
             with the job.
 
@@ -128,7 +143,7 @@ def sync(
     files. Inputs are read and checked against the target's models before the job is queued.
 
     Args:
-        body (JobRequest): A job over inputs already in the tenant's file area.
+        body (JobRequest):
         body (JobForm): Multipart form of `POST /v1/jobs` (for OpenAPI): input files are uploaded
             with the job.
 
@@ -155,7 +170,7 @@ async def asyncio_detailed(
     files. Inputs are read and checked against the target's models before the job is queued.
 
     Args:
-        body (JobRequest): A job over inputs already in the tenant's file area.
+        body (JobRequest):
         body (JobForm): Multipart form of `POST /v1/jobs` (for OpenAPI): input files are uploaded
             with the job.
 
@@ -185,7 +200,7 @@ async def asyncio(
     files. Inputs are read and checked against the target's models before the job is queued.
 
     Args:
-        body (JobRequest): A job over inputs already in the tenant's file area.
+        body (JobRequest):
         body (JobForm): Multipart form of `POST /v1/jobs` (for OpenAPI): input files are uploaded
             with the job.
 

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class KeyRole(StrEnum):
+    ADMIN = "admin"
+    MEMBER = "member"
+
+    def __str__(self) -> str:
+        return str(self.value)
