@@ -4,9 +4,9 @@
 #   1. `scripts/infaas --help` in a bare environment (PATH, HOME and the Rust toolchain's
 #      variables only): its own set-up (scripts/setup.sh), the release build, and the binary;
 #   2. a link audit of that binary: every shared library it needs resolves, and comes from a
-#      Debian package that every Debian system has (priority required or important) or that
-#      the set-up installs (BUILD_DEBS in scripts/lib.sh, and what those depend on). This holds
-#      on a machine where other packages are already installed, too;
+#      Debian package that every Debian system has (the Essential packages and what they
+#      depend on) or that the set-up installs (BUILD_DEBS in scripts/lib.sh, and what those
+#      depend on). This holds on a machine where other packages are already installed, too;
 #   3. `scripts/infaas serve` on a free port with a fresh data directory answers
 #      `GET /readyz` with 200 within 120 s.
 #
@@ -37,19 +37,24 @@ bin="${CARGO_TARGET_DIR:-$INFAAS_CACHE/target}/release/infaas"
 [[ -x "$bin" ]] || die "the first command did not leave a binary at $bin"
 
 step "link audit of $bin"
-# Installed package names that the set-up's packages pull in (Depends and Pre-Depends, recursively).
+# Installed packages that a set of packages pulls in (Depends and Pre-Depends, recursively):
+# allowed[pkg] = "base" (every Debian system: the Essential packages and their dependencies)
+# or "set-up" (BUILD_DEBS and their dependencies).
 declare -A allowed=()
 closure() {
-  local pkg="$1" deps dep
+  local pkg="$1" why="$2" deps dep
   [[ -n "${allowed[$pkg]:-}" ]] && return 0
-  allowed[$pkg]=1
+  allowed[$pkg]="$why"
   deps="$(dpkg-query -W -f='${Depends}, ${Pre-Depends}' "$pkg" 2>/dev/null || true)"
   # "a (>= 1), b | c, d:any" -> a b c d
   for dep in $(tr ',|' '\n\n' <<<"$deps" | sed -e 's/([^)]*)//g' -e 's/:any//' -e 's/^ *//' -e 's/ *$//'); do
-    [[ -n "$dep" ]] && closure "$dep"
+    [[ -n "$dep" ]] && closure "$dep" "$why"
   done
 }
-for pkg in "${BUILD_DEBS[@]}"; do closure "$pkg"; done
+while read -r pkg essential; do
+  [[ "$essential" == yes ]] && closure "$pkg" base
+done < <(dpkg-query -W -f='${Package} ${Essential}\n')
+for pkg in "${BUILD_DEBS[@]}"; do closure "$pkg" set-up; done
 # The package that owns a library path (dpkg records /lib or /usr/lib, whichever it shipped).
 owner() {
   local path="$1" real candidates c
@@ -71,11 +76,10 @@ while read -r lib arrow path _; do
     bad+=("$lib ($path): owned by no Debian package")
     continue
   }
-  prio="$(dpkg-query -W -f='${Priority}' "$pkg" 2>/dev/null || true)"
-  if [[ "$prio" == required || "$prio" == important || -n "${allowed[$pkg]:-}" ]]; then
-    printf '  %-28s %-24s %s\n' "$lib" "$pkg" "${prio:-?}${allowed[$pkg]:+, set-up}"
+  if [[ -n "${allowed[$pkg]:-}" ]]; then
+    printf '  %-28s %-24s %s\n' "$lib" "$pkg" "${allowed[$pkg]}"
   else
-    bad+=("$lib from package $pkg (priority ${prio:-unknown}), which scripts/setup.sh does not install")
+    bad+=("$lib from package $pkg, which scripts/setup.sh does not install and a Debian system need not have")
   fi
 done < <(ldd "$bin")
 if [[ ${#bad[@]} -gt 0 ]]; then

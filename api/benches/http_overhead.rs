@@ -35,9 +35,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use infaas_core::stats::percentile;
 use infaas_core::{Tensor, TensorData};
 use infaas_executors::engine::{DirectSession, SessionConfig};
-use infaas_executors::stats::percentile;
 use registry_common::backends::Backends;
 use registry_common::heavy::heavy_cnn;
 use registry_common::{

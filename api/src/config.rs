@@ -267,25 +267,8 @@ impl AutoscaleConfig {
     }
 }
 
-/// Hardware prices in dollars per second.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Prices {
-    pub cpu_core_per_s: f64,
-    pub memory_gb_per_s: f64,
-    pub gpu_per_s: f64,
-}
-
-impl Default for Prices {
-    fn default() -> Self {
-        // About the on-demand price of a general-purpose cloud vCPU, GB of memory and GPU.
-        Prices {
-            cpu_core_per_s: 0.0000117,
-            memory_gb_per_s: 0.0000015,
-            gpu_per_s: 0.000147,
-        }
-    }
-}
+/// Hardware prices in dollars per second (the `[prices]` table; the policies' own type).
+pub use infaas_scheduler::Prices;
 
 impl Default for Config {
     fn default() -> Self {

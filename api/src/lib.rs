@@ -1,9 +1,9 @@
-//! The infaas controller: HTTP API, authentication, configuration and command line.
+//! The infaas controller: HTTP API, authentication, configuration; the command-line client is
+//! the `infaas-cli` crate.
 
 pub mod admin;
 pub mod auth;
 pub mod autoscaler;
-pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod error;

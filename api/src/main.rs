@@ -9,7 +9,7 @@ struct Cli {
     #[command(flatten)]
     overrides: Overrides,
     #[command(flatten)]
-    client: infaas_api::client::ClientOpts,
+    client: infaas_cli::ClientOpts,
     #[command(subcommand)]
     command: Command,
 }
@@ -36,23 +36,23 @@ enum Command {
     /// Registers, lists, shows and deletes models (talks to a server).
     Models {
         #[command(subcommand)]
-        command: infaas_api::client::ModelsCommand,
+        command: infaas_cli::ModelsCommand,
     },
     /// Open-loop load generator: Poisson arrivals at a rate; reports p50/p99, throughput and
     /// SLO attainment (talks to a server).
-    Loadgen(infaas_api::client::loadgen::LoadgenArgs),
+    Loadgen(infaas_cli::loadgen::LoadgenArgs),
     /// Lists and shows applications (talks to a server).
     Apps {
         #[command(subcommand)]
-        command: infaas_api::client::AppsCommand,
+        command: infaas_cli::AppsCommand,
     },
     /// Sends one query (model-less with --app, or to --model) and shows the outputs, the
     /// variant chosen and why (talks to a server).
-    Infer(infaas_api::client::infer::InferArgs),
+    Infer(infaas_cli::infer::InferArgs),
     /// Offline jobs: submit, list, status, wait, cancel, results (talks to a server).
     Jobs {
         #[command(subcommand)]
-        command: infaas_api::client::JobsCommand,
+        command: infaas_cli::JobsCommand,
     },
 }
 
@@ -94,14 +94,12 @@ fn main() -> std::process::ExitCode {
                 infaas_api::cluster::worker_process::run(config, controller).await
             }
             Command::Openapi => Ok(()),
-            Command::Login => infaas_api::client::login(&cli.client).await,
-            Command::Models { command } => {
-                infaas_api::client::run_models(&cli.client, command).await
-            }
-            Command::Loadgen(args) => infaas_api::client::run_loadgen(&cli.client, args).await,
-            Command::Apps { command } => infaas_api::client::run_apps(&cli.client, command).await,
-            Command::Infer(args) => infaas_api::client::run_infer(&cli.client, args).await,
-            Command::Jobs { command } => infaas_api::client::run_jobs(&cli.client, command).await,
+            Command::Login => infaas_cli::login(&cli.client).await,
+            Command::Models { command } => infaas_cli::run_models(&cli.client, command).await,
+            Command::Loadgen(args) => infaas_cli::run_loadgen(&cli.client, args).await,
+            Command::Apps { command } => infaas_cli::run_apps(&cli.client, command).await,
+            Command::Infer(args) => infaas_cli::run_infer(&cli.client, args).await,
+            Command::Jobs { command } => infaas_cli::run_jobs(&cli.client, command).await,
         }
     });
     match result {

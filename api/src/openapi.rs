@@ -142,7 +142,27 @@ fn standard_responses(op: &mut Operation) {
         .map(|b| b.content.keys().cloned().collect())
         .unwrap_or_default();
     let has_params = op.parameters.as_ref().is_some_and(|p| !p.is_empty());
-    let mut add = |status: &str, description: String, retry_after: bool| {
+    let retry_after = || {
+        HeaderBuilder::new()
+            .schema(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0)),
+            )
+            .description(Some("Seconds to wait before retrying"))
+            .build()
+    };
+    let mut add = |status: &str, description: String, with_retry_after: bool| {
+        if let Some(RefOr::T(existing)) = op.responses.responses.get_mut(status) {
+            // A handler's own description of the status stays; the header is added.
+            if with_retry_after {
+                existing
+                    .headers
+                    .entry("Retry-After".into())
+                    .or_insert_with(retry_after);
+            }
+            return;
+        }
         if op.responses.responses.contains_key(status) {
             return;
         }
@@ -152,18 +172,8 @@ fn standard_responses(op: &mut Operation) {
                 .schema(Some(Ref::from_schema_name("ErrorBody")))
                 .build(),
         );
-        if retry_after {
-            r = r.header(
-                "Retry-After",
-                HeaderBuilder::new()
-                    .schema(
-                        ObjectBuilder::new()
-                            .schema_type(Type::Integer)
-                            .minimum(Some(0)),
-                    )
-                    .description(Some("Seconds to wait before retrying"))
-                    .build(),
-            );
+        if with_retry_after {
+            r = r.header("Retry-After", retry_after());
         }
         op.responses
             .responses

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use infaas_core::stats::percentile;
 use infaas_core::{Tensor, TensorData};
-use infaas_executors::stats::percentile;
 use registry_common::backends::{on_both_pairs, Backends};
 use registry_common::workers::spawn_worker;
 use registry_common::{
@@ -752,7 +752,7 @@ async fn files_jsonl_webhook_and_cancel(b: &Backends) {
             "255",
         ),
         (
-            "batch/%2E%2E/x",
+            "batch/a:b",
             "1",
             StatusCode::BAD_REQUEST,
             "not a valid path",

@@ -111,7 +111,9 @@ fn every_operation_documents_the_answers_of_its_kind() {
                     "{method} {path}: 429 without Retry-After"
                 );
             }
-            for (status, r) in responses {
+            // Health endpoints answer their own documents; everything behind a token answers
+            // errors with the error body.
+            for (status, r) in responses.iter().filter(|_| secured) {
                 if status.starts_with('4') || status.starts_with('5') {
                     let schema = &r["content"]["application/json"]["schema"]["$ref"];
                     assert_eq!(

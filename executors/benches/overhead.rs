@@ -34,7 +34,7 @@ const WINDOW: Duration = Duration::from_secs(2);
 fn main() {
     let zoo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../zoo");
     let model = std::fs::read(zoo.join(MODEL)).expect("reading the model");
-    let set = infaas_executors::npz::read_npz(
+    let set = infaas_protocol::npz::read_npz(
         &std::fs::read(zoo.join("digits-val.npz")).expect("reading digits-val.npz"),
     )
     .expect("parsing digits-val.npz");

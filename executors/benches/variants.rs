@@ -119,7 +119,7 @@ fn main() {
         optimized_model_out: None,
         simulated: None,
     };
-    let arrays = infaas_executors::npz::read_npz(&zoo("digits-val.npz")).expect("digits-val.npz");
+    let arrays = infaas_protocol::npz::read_npz(&zoo("digits-val.npz")).expect("digits-val.npz");
     let workdir = tempfile::tempdir().expect("a temporary directory");
     println!(
         "variants bench: ONNX Runtime {}, 1 intra-op thread, {WARMUP} warm-up + {RUNS} timed runs per engine and batch, interleaved, {}\n",

@@ -3,10 +3,8 @@
 pub mod accuracy;
 pub mod batcher;
 pub mod engine;
-pub mod npz;
 pub mod profiler;
 pub mod runtime;
 pub mod simulated;
-pub mod stats;
 pub mod validation;
 pub mod variants;

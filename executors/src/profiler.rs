@@ -5,7 +5,7 @@
 //! [`Engine::run_blocking`] call: input checks, the hop to the engine thread, ONNX Runtime and
 //! copying the outputs back, which is what a request pays.
 
-use crate::stats::percentile;
+use infaas_core::stats::percentile;
 use std::time::{Duration, Instant};
 
 use infaas_core::Tensor;

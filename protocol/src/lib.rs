@@ -4,7 +4,10 @@
 //!   [`tensor_from_json`], [`tensor_to_json`]);
 //! - the Open Inference Protocol (KServe v2) REST bodies with Triton's binary tensor
 //!   data extension, byte-compatible with `tritonclient.http` ([`decode_v2_request`],
-//!   [`encode_v2_response`], metadata and error documents).
+//!   [`encode_v2_response`], metadata and error documents);
+//! - the documents of the v1 API that clients read and send ([`v1`]);
+//! - NumPy `.npz` archives, the format of validation sets and job inputs and outputs
+//!   ([`npz`]).
 //!
 //! Decoding never panics on untrusted bytes; every error names the tensor or header
 //! at fault.
@@ -13,7 +16,9 @@ mod binary;
 mod error;
 mod frames;
 mod json_tensor;
+pub mod npz;
 mod shape;
+pub mod v1;
 mod v2;
 
 pub use error::{ProtocolError, Role, TensorProblem};

@@ -1,6 +1,6 @@
 //! Policies as pure functions over snapshots (variant selection, autoscaling, planning).
 //!
-//! - [`state`]: the per-instance state machine (Inactive, Active, Overloaded, Interfered).
+//! - [`instance_state`]: the per-instance state machine (Inactive, Active, Overloaded, Interfered).
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
@@ -8,15 +8,15 @@
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 
 pub mod autoscale;
+pub mod instance_state;
 pub mod milp;
 pub mod offline;
 pub mod select;
 pub mod snapshot;
-pub mod state;
 
+pub use instance_state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{
     variant_cost_per_query, InFlight, InFlightGuard, InstanceEntry, Prices, Snapshot,
     SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry,
 };
-pub use state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};

@@ -1,9 +1,9 @@
 //! Offline (batch) jobs: which variant a job runs on and where, and whether online traffic
 //! leaves room for it (INFaaS `offline_query`: jobs use spare capacity only).
 
+use crate::instance_state::InstanceState;
 use crate::select::Target;
 use crate::snapshot::{variant_cost_per_query, Prices, Snapshot};
-use crate::state::InstanceState;
 
 /// The variant for a job: among the target's variants that meet `min_accuracy` and that a
 /// worker holds or can load, the one with the lowest cost per row at its largest batch

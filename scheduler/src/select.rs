@@ -27,8 +27,8 @@
 
 use std::fmt::Write;
 
+use crate::instance_state::InstanceState;
 use crate::snapshot::{variant_cost_per_query, Prices, Snapshot, VariantEntry};
-use crate::state::InstanceState;
 
 /// What a query asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use infaas_core::{HardwareKind, LatencyPoint};
 use serde::{Deserialize, Serialize};
 
-use crate::state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
+use crate::instance_state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
 
 /// A profiled variant, as the selector needs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,8 +168,10 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Resource prices, in the same currency unit throughout.
+/// Resource prices, in the same currency unit throughout (dollars in the configuration's
+/// `[prices]` table, whose missing fields take the defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Prices {
     /// Price of one CPU core for one second.
     pub cpu_core_per_s: f64,
@@ -177,6 +179,18 @@ pub struct Prices {
     pub memory_gb_per_s: f64,
     /// Price of one GPU for one second.
     pub gpu_per_s: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        // About the on-demand price of a general-purpose cloud vCPU, GB of memory and GPU, in
+        // dollars per second.
+        Prices {
+            cpu_core_per_s: 0.0000117,
+            memory_gb_per_s: 0.0000015,
+            gpu_per_s: 0.000147,
+        }
+    }
 }
 
 impl Prices {

@@ -29,7 +29,7 @@ pub enum Step {
 
 /// An action ready to run: its steps in order (every load and resize before any unload).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Job {
+pub struct ActionPlan {
     /// Name in scaling events: `replicate`, `upgrade`, `downgrade`, `remove-replica`,
     /// `add-threads`, `rebalance`, `migrate`.
     pub action: &'static str,
@@ -46,7 +46,7 @@ pub struct Job {
 /// What to do with an action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolution {
-    Run(Job),
+    Run(ActionPlan),
     /// No live worker can take a new instance of `variant`: more workers are needed.
     Short {
         variant: usize,
@@ -60,13 +60,13 @@ pub enum Resolution {
 /// Room and placements claimed by the actions resolved so far in one period, so that two
 /// loads of one period do not count on the same free cores or the same worker.
 #[derive(Debug, Default)]
-pub struct Claims {
+pub struct ClaimedRoom {
     cores: HashMap<usize, usize>,
     memory: HashMap<usize, u64>,
     placed: HashSet<(usize, usize)>,
 }
 
-impl Claims {
+impl ClaimedRoom {
     /// Whether worker `w` holds (or was given this period) an instance of `v`.
     fn hosts(&self, s: &Snapshot, v: usize, w: usize) -> bool {
         self.placed.contains(&(v, w))
@@ -129,7 +129,7 @@ fn ids(s: &Snapshot, v: usize, w: usize) -> (String, String) {
 pub fn resolve(
     s: &Snapshot,
     a: &Action,
-    claims: &mut Claims,
+    claims: &mut ClaimedRoom,
     threads_of: impl Fn(usize) -> usize,
 ) -> Resolution {
     let planned = match a.kind {
@@ -149,7 +149,7 @@ pub fn resolve(
                 s.variants()[variant].name
             ));
         }
-        Resolution::Run(Job {
+        Resolution::Run(ActionPlan {
             action,
             variant,
             worker,
@@ -368,7 +368,7 @@ mod tests {
         }
     }
 
-    fn run(r: Resolution) -> Job {
+    fn run(r: Resolution) -> ActionPlan {
         match r {
             Resolution::Run(j) => j,
             other => panic!("not a job: {other:?}"),
@@ -378,7 +378,7 @@ mod tests {
     #[test]
     fn a_replica_never_lands_beside_its_twin() {
         let s = snapshot();
-        let mut c = Claims::default();
+        let mut c = ClaimedRoom::default();
         // The policy chose w0, which already runs v0: the least utilised other worker.
         let j = run(resolve(
             &s,
@@ -433,7 +433,7 @@ mod tests {
     #[test]
     fn upgrades_load_first_then_unload_and_respect_claimed_room() {
         let s = snapshot();
-        let mut c = Claims::default();
+        let mut c = ClaimedRoom::default();
         let j = run(resolve(
             &s,
             &action(ActionKind::Upgrade {
@@ -484,7 +484,7 @@ mod tests {
     #[test]
     fn vertical_and_migration_steps() {
         let s = snapshot();
-        let mut c = Claims::default();
+        let mut c = ClaimedRoom::default();
         let j = run(resolve(
             &s,
             &action(ActionKind::AddThreads {
@@ -527,7 +527,7 @@ mod tests {
                     threads: 1,
                     replicas: 1
                 }),
-                &mut Claims::default(),
+                &mut ClaimedRoom::default(),
                 |_| 1
             ),
             Resolution::Skip(_)
@@ -540,7 +540,7 @@ mod tests {
                 from_worker: 0,
                 to_worker: 0,
             }),
-            &mut Claims::default(),
+            &mut ClaimedRoom::default(),
             |_| 1,
         ));
         assert_eq!(j.steps, [load("w2", "v0"), unload("w0", "v0")]);

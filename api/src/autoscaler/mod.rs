@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{AutoscaleConfig, WorkerProviderKind};
 use crate::state::AppState;
-use actions::{resolve, Claims, Job, Resolution, Step};
+use actions::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
 use book::{AppKey, Book, FamilyKey, Provisioned};
 
 /// How long an instance stays out of the index before it is unloaded, so that queries already
@@ -364,8 +364,8 @@ impl Autoscaler {
             }
         }
         let vcfg = self.vertical_config();
-        let mut claims = Claims::default();
-        let mut jobs: Vec<(FamilyKey, AppKey, Job)> = Vec::new();
+        let mut claims = ClaimedRoom::default();
+        let mut jobs: Vec<(FamilyKey, AppKey, ActionPlan)> = Vec::new();
         let mut demands = Vec::new();
         let mut book = lock(&self.book);
         book.observe_instances(&snapshot, now);
@@ -540,11 +540,11 @@ impl Autoscaler {
         &self,
         s: &Snapshot,
         act: &Action,
-        claims: &mut Claims,
+        claims: &mut ClaimedRoom,
         threads_of: &impl Fn(usize) -> usize,
         family: &FamilyKey,
         app: &AppKey,
-        jobs: &mut Vec<(FamilyKey, AppKey, Job)>,
+        jobs: &mut Vec<(FamilyKey, AppKey, ActionPlan)>,
         book: &mut Book,
         now: Instant,
     ) {
@@ -561,8 +561,8 @@ impl Autoscaler {
     }
 
     /// Runs jobs, one task per family (its jobs in order), marking each family busy.
-    fn spawn_jobs(self: &Arc<Self>, s: &Snapshot, jobs: Vec<(FamilyKey, AppKey, Job)>) {
-        let mut by_family: Vec<(FamilyKey, AppKey, Vec<Job>)> = Vec::new();
+    fn spawn_jobs(self: &Arc<Self>, s: &Snapshot, jobs: Vec<(FamilyKey, AppKey, ActionPlan)>) {
+        let mut by_family: Vec<(FamilyKey, AppKey, Vec<ActionPlan>)> = Vec::new();
         for (family, app, job) in jobs {
             match by_family.iter_mut().find(|(f, _, _)| *f == family) {
                 Some((_, _, list)) => list.push(job),
@@ -578,7 +578,7 @@ impl Autoscaler {
                 scaler: self.clone(),
                 family,
             };
-            let named: Vec<(Job, String, String)> = list
+            let named: Vec<(ActionPlan, String, String)> = list
                 .into_iter()
                 .map(|j| {
                     let variant = s.variants()[j.variant].id.clone();
@@ -651,7 +651,7 @@ impl Autoscaler {
     async fn record_job(
         &self,
         app: &AppKey,
-        job: &Job,
+        job: &ActionPlan,
         variant: &str,
         worker: &str,
         result: Result<(), String>,
@@ -1036,7 +1036,7 @@ impl Autoscaler {
                 .copied()
                 .unwrap_or(snapshot.variants()[inst.variant].threads)
         };
-        let mut claims = Claims::default();
+        let mut claims = ClaimedRoom::default();
         let mut jobs = Vec::new();
         let now = Instant::now();
         {

@@ -278,11 +278,7 @@ impl Cluster {
     pub fn new(db: Db, config: &Config, local: Option<Arc<WorkerNode>>) -> Arc<Cluster> {
         let cluster = Arc::new(Cluster {
             db,
-            prices: Prices {
-                cpu_core_per_s: config.prices.cpu_core_per_s,
-                memory_gb_per_s: config.prices.memory_gb_per_s,
-                gpu_per_s: config.prices.gpu_per_s,
-            },
+            prices: config.prices,
             thresholds: Thresholds {
                 enter_interference: config.autoscale.interference_factor,
                 exit_interference: 0.8 * config.autoscale.interference_factor,

@@ -119,7 +119,7 @@ fn model_shape(spec: &InputSpec) -> String {
 }
 
 fn parse_npz(key: &str, bytes: &[u8], specs: &[InputSpec]) -> Result<Items, String> {
-    let arrays = infaas_executors::npz::read_npz(bytes)
+    let arrays = infaas_protocol::npz::read_npz(bytes)
         .map_err(|e| format!("input object '{key}' is not a readable NPZ file: {e}"))?;
     let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
     let single = specs.len() == 1;
@@ -358,7 +358,7 @@ mod tests {
     fn npz_arrays_match_inputs_by_name() {
         let x = Tensor::new("x", vec![3, 2], TensorData::Fp64(vec![0.5; 6])).unwrap();
         let y = Tensor::new("y", vec![3], TensorData::Int64(vec![0; 3])).unwrap();
-        let bytes = infaas_executors::npz::write_npz(&[x, y]).unwrap();
+        let bytes = infaas_protocol::npz::write_npz(&[x, y]).unwrap();
         let items = parse(Format::Npz, "a.npz", &bytes, &[spec("input", &[2])]).unwrap();
         assert_eq!((items.rows, items.inputs[0].name.as_str()), (3, "input"));
         assert_eq!(items.inputs[0].dtype(), DataType::Fp32);

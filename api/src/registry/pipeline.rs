@@ -406,7 +406,7 @@ async fn run(
 fn load_validation(model: Vec<u8>, npz_bytes: &[u8]) -> Result<ValidationSet, String> {
     let engine = Engine::load(model, &session(1, HardwareKind::Cpu)).map_err(|e| e.to_string())?;
     let arrays =
-        infaas_executors::npz::read_npz(npz_bytes).map_err(|e| format!("validation set: {e}"))?;
+        infaas_protocol::npz::read_npz(npz_bytes).map_err(|e| format!("validation set: {e}"))?;
     match_validation(engine.signature(), arrays).map_err(|e| format!("validation set: {e}"))
 }
 

@@ -3,97 +3,14 @@
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut, WireData};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use infaas_protocol::v1::{InferRequest, InferResponse, TensorJson};
+use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut};
+use serde::Serialize;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::serving::{serve, Goal, Outcome, Requirements};
 use crate::state::AppState;
-
-/// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TensorJson {
-    pub name: String,
-    /// Dimensions, the batch (rows) first; every dimension at least 1.
-    #[schema(schema_with = shape_schema)]
-    pub shape: Vec<i64>,
-    /// `BOOL`, `UINT8`, `INT8`, `INT16`, `INT32`, `INT64`, `FP32`, `FP64` or `BYTES`.
-    #[schema(value_type = Datatype)]
-    pub datatype: String,
-    /// The elements, flat (row-major) or nested by the shape.
-    #[schema(value_type = Vec<serde_json::Value>)]
-    pub data: WireData,
-}
-
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InferRequest {
-    /// The model's inputs, each with the same number of rows and a distinct name.
-    #[schema(min_items = 1)]
-    pub inputs: Vec<TensorJson>,
-    /// Latency SLO in milliseconds (application queries).
-    #[schema(exclusive_minimum = 0.0)]
-    pub latency_ms: Option<f64>,
-    /// Smallest acceptable accuracy, a fraction in [0, 1] (application queries).
-    #[schema(minimum = 0.0, maximum = 1.0)]
-    pub min_accuracy: Option<f64>,
-    /// Largest acceptable cost of the query, in the configured price unit.
-    #[schema(minimum = 0.0)]
-    pub max_cost: Option<f64>,
-}
-
-/// The datatypes of tensors in JSON (documentation of `datatype`).
-#[derive(ToSchema)]
-#[allow(dead_code, clippy::upper_case_acronyms)]
-pub enum Datatype {
-    BOOL,
-    UINT8,
-    INT8,
-    INT16,
-    INT32,
-    INT64,
-    FP32,
-    FP64,
-    BYTES,
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct InferResponse {
-    pub outputs: Vec<TensorJson>,
-    pub app: String,
-    pub model: String,
-    /// The variant that served the query.
-    pub variant: String,
-    pub worker: String,
-    pub hardware: String,
-    /// Validation accuracy of the variant, in [0, 1].
-    pub accuracy: f64,
-    /// Why this variant was chosen.
-    pub reason: String,
-    /// Latency the selector predicted, in milliseconds.
-    pub predicted_ms: f64,
-    /// Latency measured on the server, in milliseconds.
-    pub latency_ms: f64,
-    /// Cost of the query in the configured price unit.
-    pub cost: f64,
-}
-
-/// `shape`: at least one dimension, each at least 1.
-fn shape_schema() -> utoipa::openapi::schema::Array {
-    utoipa::openapi::schema::ArrayBuilder::new()
-        .items(
-            utoipa::openapi::ObjectBuilder::new()
-                .schema_type(utoipa::openapi::Type::Integer)
-                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
-                    utoipa::openapi::KnownFormat::Int64,
-                )))
-                .minimum(Some(1)),
-        )
-        .min_items(Some(1))
-        .build()
-}
 
 fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_core::Tensor>> {
     inputs
@@ -240,7 +157,7 @@ pub async fn infer_model(
 mod tests {
     use super::*;
     use infaas_core::{Tensor, TensorData};
-    use infaas_protocol::tensor_to_json;
+    use infaas_protocol::{tensor_to_json, WireData};
     use serde_json::Value;
 
     fn outcome() -> Outcome {

@@ -286,7 +286,7 @@ pub async fn results(
 #[utoipa::path(put, path = "/v1/files/{path}", tag = "files", security(("bearer" = [])),
     params(("path" = String, Path, description = "Path in the file area, e.g. `batches/day1/part-1.npz`: '/'-separated names of letters, digits, '.', '_' and '-' (not '.' or '..', at most 255 each), at most 512 characters",
         pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*$", max_length = 512)),
-    request_body(content = String, content_type = "application/octet-stream", description = "The file's bytes (at least one)"),
+    request_body(content = inline(FileBytes), content_type = "application/octet-stream", description = "The file's bytes (at least one)"),
     responses((status = 201, description = "Stored", body = FileView),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 403, description = "Storage quota exceeded", body = ErrorBody),
@@ -342,6 +342,24 @@ pub async fn get_file(
     );
     Ok(resp)
 }
+
+/// The bytes of a file in the file area (documentation of `PUT /v1/files/{path}`): at least
+/// one.
+pub struct FileBytes;
+
+impl utoipa::PartialSchema for FileBytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Binary,
+            )))
+            .min_length(Some(1))
+            .into()
+    }
+}
+
+impl ToSchema for FileBytes {}
 
 #[derive(Serialize, ToSchema)]
 pub struct FileView {

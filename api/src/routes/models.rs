@@ -3,8 +3,8 @@
 use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
-use infaas_core::{Model, Variant};
-use serde::{Deserialize, Serialize};
+use infaas_core::Model;
+use infaas_protocol::v1::{AppDetail, AppList, AppSummary, ModelList, ModelView};
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
@@ -12,115 +12,9 @@ use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::registry::upload;
 use crate::state::AppState;
 
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct LatencyView {
-    pub batch: usize,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub mean_ms: f64,
-    /// Rows per second at this batch size.
-    pub throughput_per_s: f64,
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct VariantView {
-    /// `{model}.{fp32|opt|int8|fp16}.{cpu|gpu}.t{threads}.b{max_batch}`.
-    pub name: String,
-    /// `fp32`, `int8` or `fp16`.
-    pub precision: String,
-    /// Which file: `source`, `optimized` (ONNX Runtime graph optimisations), `int8`, `fp16`.
-    pub file: String,
-    /// `cpu` or `gpu`.
-    pub hardware: String,
-    /// Intra-op threads.
-    pub threads: usize,
-    pub max_batch: usize,
-    /// `pending`, `profiled` or `failed`.
-    pub status: String,
-    /// Top-1 accuracy on the validation set, in [0, 1].
-    pub accuracy: Option<f64>,
-    pub load_ms: Option<f64>,
-    pub memory_bytes: Option<i64>,
-    pub latency: Vec<LatencyView>,
-}
-
-impl From<Variant> for VariantView {
-    fn from(v: Variant) -> Self {
-        VariantView {
-            precision: v.file_kind.precision().into(),
-            file: v.file_kind.as_str().into(),
-            hardware: v.hardware.as_str().into(),
-            name: v.name,
-            threads: v.threads,
-            max_batch: v.max_batch,
-            status: v.status,
-            accuracy: v.accuracy,
-            load_ms: v.load_ms,
-            memory_bytes: v.memory_bytes,
-            latency: v
-                .latency
-                .into_iter()
-                .map(|l| LatencyView {
-                    batch: l.batch,
-                    p50_ms: l.p50_ms,
-                    p99_ms: l.p99_ms,
-                    mean_ms: l.mean_ms,
-                    throughput_per_s: l.throughput_per_s,
-                })
-                .collect(),
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct ModelView {
-    pub name: String,
-    pub app: String,
-    pub task: String,
-    /// `pending`, `generating`, `profiling`, `ready` or `failed`.
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Fraction of the background work done, in [0, 1].
-    pub progress: f64,
-    /// The current step of the background work.
-    pub progress_detail: Option<String>,
-    pub size_bytes: i64,
-    pub sha256: String,
-    /// Inputs and outputs: `{"inputs": [{"name", "datatype", "shape"}], "outputs": [...]}`.
-    #[schema(value_type = Object)]
-    pub signature: Option<serde_json::Value>,
-    /// Declared output holding the prediction, if any.
-    pub output: Option<String>,
-    pub label_names: Option<Vec<String>>,
-    pub created_at_ms: i64,
-    pub updated_at_ms: i64,
-    pub variants: Vec<VariantView>,
-}
-
-fn view(m: Model, variants: Vec<Variant>) -> ModelView {
-    ModelView {
-        name: m.name,
-        app: m.app,
-        task: m.task,
-        status: m.status.as_str().into(),
-        error: m.error,
-        progress: m.progress,
-        progress_detail: m.progress_detail,
-        size_bytes: m.size_bytes,
-        sha256: m.sha256,
-        signature: m.signature,
-        output: m.declared.output,
-        label_names: m.declared.label_names,
-        created_at_ms: m.created_at_ms,
-        updated_at_ms: m.updated_at_ms,
-        variants: variants.into_iter().map(Into::into).collect(),
-    }
-}
-
 pub(crate) async fn model_view(state: &AppState, m: Model) -> ApiResult<ModelView> {
     let variants = state.db.list_variants(&m.id).await?;
-    Ok(view(m, variants))
+    Ok(ModelView::new(m, variants))
 }
 
 /// Multipart form of a registration (documentation only).
@@ -180,12 +74,10 @@ pub async fn register(
         ),
     })?;
     let model = upload::register(&state, &p.tenant_id, multipart).await?;
-    Ok((StatusCode::ACCEPTED, Json(view(model, Vec::new()))))
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct ModelList {
-    pub models: Vec<ModelView>,
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(ModelView::new(model, Vec::new())),
+    ))
 }
 
 /// Lists the tenant's models with their variants.
@@ -232,18 +124,6 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct AppSummary {
-    pub name: String,
-    pub created_at_ms: i64,
-    pub models: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct AppList {
-    pub apps: Vec<AppSummary>,
-}
-
 /// Lists the tenant's applications and their models.
 #[utoipa::path(get, path = "/v1/apps", tag = "apps", security(("bearer" = [])),
     responses((status = 200, body = AppList), (status = 401, body = ErrorBody)))]
@@ -259,12 +139,6 @@ pub async fn list_apps(State(state): State<AppState>, p: Principal) -> ApiResult
             })
             .collect(),
     }))
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct AppDetail {
-    pub name: String,
-    pub models: Vec<ModelView>,
 }
 
 /// An application with its models and their variants.

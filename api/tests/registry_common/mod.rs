@@ -59,12 +59,12 @@ pub fn zoo_bytes(file: &str) -> Vec<u8> {
 
 /// The arrays of a zoo validation set.
 pub fn zoo_arrays(file: &str) -> Vec<Tensor> {
-    infaas_executors::npz::read_npz(&zoo_bytes(file))
+    infaas_protocol::npz::read_npz(&zoo_bytes(file))
         .unwrap_or_else(|e| panic!("reading zoo/{file}: {e}"))
 }
 
 pub fn npz(arrays: &[Tensor]) -> Vec<u8> {
-    infaas_executors::npz::write_npz(arrays).expect("writing an NPZ file")
+    infaas_protocol::npz::write_npz(arrays).expect("writing an NPZ file")
 }
 
 /// Validation accuracy per zoo file name (`digits-mlp-l.onnx`), from the table of

@@ -2,7 +2,7 @@
 //! throughput, batch sizes) sit behind a mutex held only to add a sample or copy the
 //! windows out, so a reader never holds the actor up for longer than a copy.
 
-use crate::stats::percentile;
+use infaas_core::stats::percentile;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};

@@ -49,7 +49,7 @@ pub fn load(path: &Path) -> Engine {
 }
 
 pub fn npz(path: &Path) -> Vec<Tensor> {
-    infaas_executors::npz::read_npz(&read(path))
+    infaas_protocol::npz::read_npz(&read(path))
         .unwrap_or_else(|e| panic!("reading {}: {e:?}", path.display()))
 }
 

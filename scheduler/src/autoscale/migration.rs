@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::autoscale::problem::Room;
 use crate::autoscale::{Action, ActionKind};
+use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot};
-use crate::state::InstanceState;
 
 /// Threshold of migration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 use std::fmt::Write;
 
 use crate::autoscale::{Action, ActionKind, ScalingConfig, ScalingError};
+use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot, VariantEntry, WorkerEntry};
-use crate::state::InstanceState;
 
 /// One model architecture of an application: the variants that serve its load and the
 /// requirements a newly loaded variant must meet.

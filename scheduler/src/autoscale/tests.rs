@@ -5,9 +5,9 @@ use infaas_core::{HardwareKind, LatencyPoint};
 use super::ilp::Level;
 use super::problem::Prepared;
 use super::*;
+use crate::instance_state::InstanceState;
 use crate::milp::Solver;
 use crate::snapshot::{InstanceEntry, Prices, Snapshot, VariantEntry, WorkerEntry};
-use crate::state::InstanceState;
 
 const PRICES: Prices = Prices {
     cpu_core_per_s: 1e-5,

@@ -14,8 +14,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::autoscale::{Action, ActionKind};
+use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot};
-use crate::state::InstanceState;
 
 /// Thresholds of vertical scaling.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

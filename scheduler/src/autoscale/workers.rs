@@ -15,8 +15,8 @@ use infaas_core::HardwareKind;
 use serde::{Deserialize, Serialize};
 
 use crate::autoscale::{Action, ActionKind};
+use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot};
-use crate::state::InstanceState;
 
 const KINDS: [HardwareKind; 2] = [HardwareKind::Cpu, HardwareKind::Gpu];
 

@@ -22,8 +22,9 @@ pub use objects::ObjectRecord;
 pub use reports::{JobSummary, NewScalingEvent, ScalingEventRow};
 pub use usage::{merge_slo, UsageRow};
 
-static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
-static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+/// One source for both dialects: the schema is written in the SQL they share
+/// (`migrations/README.md`).
+static MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DbKind {
@@ -99,10 +100,7 @@ impl Db {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
-        match self.kind {
-            DbKind::Sqlite => SQLITE_MIGRATIONS.run(&self.pool).await?,
-            DbKind::Postgres => POSTGRES_MIGRATIONS.run(&self.pool).await?,
-        }
+        MIGRATIONS.run(&self.pool).await?;
         Ok(())
     }
 

@@ -1346,6 +1346,8 @@ export interface operations {
             /** @description Overloaded, or the tenant's rate limit */
             429: {
                 headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2306,6 +2308,8 @@ export interface operations {
             /** @description Overloaded, or the tenant's rate limit */
             429: {
                 headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -8,13 +8,13 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.file_view import FileView
-from ...types import Response
+from ...types import File, Response
 
 
 def _get_kwargs(
     path: str,
     *,
-    body: str,
+    body: File,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
 
@@ -94,13 +94,13 @@ def sync_detailed(
     path: str,
     *,
     client: AuthenticatedClient,
-    body: str,
+    body: File,
 ) -> Response[ErrorBody | FileView]:
     """Stores a file in the tenant's file area (job inputs), replacing any file at that path.
 
     Args:
         path (str):
-        body (str):
+        body (File):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -126,13 +126,13 @@ def sync(
     path: str,
     *,
     client: AuthenticatedClient,
-    body: str,
+    body: File,
 ) -> ErrorBody | FileView | None:
     """Stores a file in the tenant's file area (job inputs), replacing any file at that path.
 
     Args:
         path (str):
-        body (str):
+        body (File):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -153,13 +153,13 @@ async def asyncio_detailed(
     path: str,
     *,
     client: AuthenticatedClient,
-    body: str,
+    body: File,
 ) -> Response[ErrorBody | FileView]:
     """Stores a file in the tenant's file area (job inputs), replacing any file at that path.
 
     Args:
         path (str):
-        body (str):
+        body (File):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -183,13 +183,13 @@ async def asyncio(
     path: str,
     *,
     client: AuthenticatedClient,
-    body: str,
+    body: File,
 ) -> ErrorBody | FileView | None:
     """Stores a file in the tenant's file area (job inputs), replacing any file at that path.
 
     Args:
         path (str):
-        body (str):
+        body (File):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -6,8 +6,8 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::Value;
 
-use super::Client;
-use crate::routes::infer::{InferResponse, TensorJson};
+use crate::Client;
+use infaas_protocol::v1::{InferResponse, TensorJson};
 
 #[derive(Debug, Clone, Args)]
 pub struct InferArgs {
@@ -53,7 +53,7 @@ pub enum InputError {
         name: String,
         path: String,
         #[source]
-        source: Box<infaas_executors::npz::NpzError>,
+        source: Box<infaas_protocol::npz::NpzError>,
     },
     #[error("--input {name}: {path} has no array '{name}', 'x.{name}' or 'x' (it has {found})")]
     NoArray {
@@ -92,7 +92,7 @@ pub fn parse_input(arg: &str, rows: Option<usize>) -> Result<TensorJson, InputEr
         source,
     })?;
     if file.to_ascii_lowercase().ends_with(".npz") {
-        let arrays = infaas_executors::npz::read_npz(&bytes).map_err(|e| InputError::Npz {
+        let arrays = infaas_protocol::npz::read_npz(&bytes).map_err(|e| InputError::Npz {
             name: name.clone(),
             path: file.to_string(),
             source: Box::new(e),

@@ -1,4 +1,5 @@
-//! Small statistics shared by the profiler, the batcher's figures and the load generator.
+//! Small statistics shared by the profiler, the batcher's figures, the load generator and the
+//! benchmarks.
 
 /// Nearest-rank percentile of ascending `sorted` values, with `q` a fraction in [0, 1];
 /// 0 for no values.

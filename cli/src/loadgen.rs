@@ -8,9 +8,9 @@ use anyhow::Context;
 use clap::Args;
 use rand::Rng;
 
-use infaas_executors::stats::percentile;
+use infaas_core::stats::percentile;
 
-use super::Client;
+use crate::Client;
 
 #[derive(Debug, Clone, Args)]
 pub struct LoadgenArgs {
@@ -62,7 +62,7 @@ pub struct Report {
 pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> {
     let bytes =
         std::fs::read(&args.npz).with_context(|| format!("reading {}", args.npz.display()))?;
-    let arrays = infaas_executors::npz::read_npz(&bytes)?;
+    let arrays = infaas_protocol::npz::read_npz(&bytes)?;
     let x = arrays
         .into_iter()
         .find(|t| t.name == "x")

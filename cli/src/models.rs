@@ -6,8 +6,8 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::multipart::{Form, Part};
 
-use super::{AppsCommand, Client, ModelsCommand};
-use crate::routes::models::{AppDetail, AppList, ModelList, ModelView};
+use crate::{AppsCommand, Client, ModelsCommand};
+use infaas_protocol::v1::{AppDetail, AppList, ModelList, ModelView};
 
 async fn file_part(path: &std::path::Path, bar: &ProgressBar) -> anyhow::Result<Part> {
     let file = tokio::fs::File::open(path)

@@ -12,7 +12,7 @@ use reqwest::multipart::{Form, Part};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::Client;
+use crate::Client;
 
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
