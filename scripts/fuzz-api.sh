@@ -120,8 +120,12 @@ echo "registering zoo/digits-mlp-s as model fuzz-model of application fuzz-app"
 python3 "$INFAAS_ROOT/scripts/fuzz_setup.py" "$port" "$token" "$INFAAS_ROOT/zoo" ||
   die "could not register the fuzzing fixtures"
 
+# filter_too_much: file-area paths (segments of at most 255 characters, 512 in all) make
+# Hypothesis discard many long candidates; that health check is about generation speed, not about
+# the API, so it does not stop the run.
 st=("$venv/bin/st" --config-file "$INFAAS_ROOT/openapi/schemathesis.toml" run "$INFAAS_ROOT/openapi/openapi.json" --url "http://127.0.0.1:$port"
-  --max-examples "$max_examples" "${seed[@]}" --request-timeout 30 --workers 1 --no-color)
+  --max-examples "$max_examples" "${seed[@]}" --request-timeout 30 --workers 1 --no-color
+  --suppress-health-check filter_too_much)
 export SCHEMATHESIS_HOOKS=fuzz_hooks
 export PYTHONPATH="$INFAAS_ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -137,9 +141,8 @@ echo "==> fuzz: valid token, every check, revoking API keys"
 for kind in expired forged; do
   echo "==> fuzz: $kind token, every operation that requires one answers 401"
   t="${!kind}"
-  # Only the answer to the token matters here: no health check on how data is generated.
   INFAAS_FUZZ_BAD_TOKEN=1 "${st[@]}" -H "Authorization: Bearer $t" --checks only_401 --mode positive \
-    --phases examples,coverage,fuzzing --suppress-health-check all || failed+=("$kind token")
+    --phases examples,coverage,fuzzing || failed+=("$kind token")
 done
 if grep -q 'panicked' "$server_log"; then
   grep -m5 'panicked' "$server_log" >&2

@@ -33,6 +33,8 @@ command -v cargo >/dev/null 2>&1 ||
 
 install_ort() {
   command -v python3 >/dev/null 2>&1 || die "python3 not found (needed to fetch onnxruntime from PyPI)"
+  # Debian's python3 comes without pip unless python3-pip is installed.
+  python3 -m pip --version >/dev/null 2>&1 || apt_ensure python3-pip
   mkdir -p "$INFAAS_LOGS" "$(dirname -- "$ORT_DIR")"
   local logf="$INFAAS_LOGS/ort-install.log" tmp
   log "installing ONNX Runtime $ORT_VERSION into $ORT_DIR (log: $logf)"
