@@ -230,7 +230,7 @@ impl Principal {
                 "the API key behind this token was revoked".into(),
             ));
         }
-        state.limiter.check(state, &claims.tid).await?;
+        state.limiter.check(&state.db, &claims.tid).await?;
         Ok(Principal {
             tenant_id: claims.tid,
             key_id: claims.sub,

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use infaas_core::Quotas;
 
+use infaas_store::Db;
+
 use crate::error::ApiError;
-use crate::state::AppState;
 
 struct Bucket {
     tokens: f64,
@@ -26,7 +27,7 @@ pub struct RateLimiter {
 }
 
 impl RateLimiter {
-    pub async fn check(&self, state: &AppState, tenant_id: &str) -> Result<(), ApiError> {
+    pub async fn check(&self, db: &Db, tenant_id: &str) -> Result<(), ApiError> {
         let stale = match self.buckets.lock() {
             Ok(map) => map
                 .get(tenant_id)
@@ -34,7 +35,7 @@ impl RateLimiter {
             Err(_) => true,
         };
         if stale {
-            let tenant = state.db.get_tenant(tenant_id).await.map_err(|e| match e {
+            let tenant = db.get_tenant(tenant_id).await.map_err(|e| match e {
                 infaas_store::StoreError::NotFound(_) => {
                     ApiError::Unauthorized("the tenant of this token no longer exists".into())
                 }
@@ -80,15 +81,15 @@ impl RateLimiter {
 
 /// Checks the model-count and stored-bytes quotas before something new is stored.
 pub async fn check_storage(
-    state: &AppState,
+    db: &Db,
     tenant_id: &str,
     new_models: i64,
     new_bytes: i64,
 ) -> Result<(), ApiError> {
-    let tenant = state.db.get_tenant(tenant_id).await?;
+    let tenant = db.get_tenant(tenant_id).await?;
     let q = tenant.quotas;
     if new_models > 0 {
-        let models = state.db.count_models(tenant_id).await?;
+        let models = db.count_models(tenant_id).await?;
         if models + new_models > q.max_models {
             return Err(ApiError::QuotaExceeded(format!(
                 "model quota exceeded: the tenant has {models} of at most {} models",
@@ -97,7 +98,7 @@ pub async fn check_storage(
         }
     }
     if new_bytes > 0 {
-        let stored = state.db.stored_bytes(tenant_id).await?;
+        let stored = db.stored_bytes(tenant_id).await?;
         if stored + new_bytes > q.max_stored_bytes {
             return Err(ApiError::QuotaExceeded(format!(
                 "storage quota exceeded: the tenant stores {stored} bytes; {new_bytes} more would pass its limit of {} bytes",

@@ -111,8 +111,8 @@ async fn storage_quotas_name_the_limit(b: &Backends) {
         .await
         .unwrap();
 
-    check_storage(state, &small.id, 0, 0).await.unwrap();
-    let err = check_storage(state, &small.id, 1, 0).await.unwrap_err();
+    check_storage(&state.db, &small.id, 0, 0).await.unwrap();
+    let err = check_storage(&state.db, &small.id, 1, 0).await.unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("model quota") && msg.contains("at most 0 models"),
@@ -133,8 +133,10 @@ async fn storage_quotas_name_the_limit(b: &Backends) {
         .await
         .unwrap();
     // Up to the limit is allowed; one byte more is not.
-    check_storage(state, &small.id, 0, 400).await.unwrap();
-    let err = check_storage(state, &small.id, 0, 401).await.unwrap_err();
+    check_storage(&state.db, &small.id, 0, 400).await.unwrap();
+    let err = check_storage(&state.db, &small.id, 0, 401)
+        .await
+        .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("storage quota") && msg.contains("600") && msg.contains("1000"),
@@ -147,7 +149,7 @@ async fn storage_quotas_name_the_limit(b: &Backends) {
     );
 
     // The other tenant's usage and limits are its own.
-    check_storage(state, &other.id, 1, 401).await.unwrap();
+    check_storage(&state.db, &other.id, 1, 401).await.unwrap();
     let (_, me_small) = s.get("/v1/me", &s.token(&small.admin_key).await).await;
     let (_, me_other) = s.get("/v1/me", &s.token(&other.admin_key).await).await;
     assert_eq!(me_small["stored_bytes"], 600, "{me_small}");

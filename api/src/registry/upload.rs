@@ -185,7 +185,7 @@ pub async fn register(
     }
     let checked = check(form, state).await?;
     let bytes = (checked.model.size + checked.validation.size) as i64;
-    check_storage(state, tenant_id, 1, bytes).await?;
+    check_storage(&state.db, tenant_id, 1, bytes).await?;
     let model = store(state, tenant_id, checked).await?;
     state.registry.submit(&model.id);
     tracing::info!(model = %model.name, app = %model.app, "model registered");
