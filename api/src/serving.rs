@@ -180,48 +180,61 @@ pub async fn not_serving(
     app: Option<&str>,
     model: Option<&str>,
 ) -> ApiError {
+    not_serving_why(state, tenant, app, model)
+        .await
+        .unwrap_or_else(|e| e)
+}
+
+async fn not_serving_why(
+    state: &AppState,
+    tenant: &str,
+    app: Option<&str>,
+    model: Option<&str>,
+) -> Result<ApiError, ApiError> {
     use infaas_core::ModelStatus;
-    // (for the 409, for the 503, the models' statuses)
-    let (failed, pending, statuses) = match (app, model) {
+    let failed = |statuses: &[ModelStatus]| statuses.iter().all(|s| *s == ModelStatus::Failed);
+    Ok(match (app, model) {
         (Some(app), _) => {
-            let apps = match state.db.list_apps(tenant).await {
-                Ok(apps) => apps,
-                Err(e) => return e.into(),
-            };
+            let apps = state.db.list_apps(tenant).await?;
             if !apps.iter().any(|(a, _)| a.name == app) {
-                return ApiError::NotFound(format!("application '{app}' not found"));
+                return Ok(ApiError::NotFound(format!("application '{app}' not found")));
             }
-            let models = match state.db.list_models(tenant, Some(app)).await {
-                Ok(models) => models,
-                Err(e) => return e.into(),
-            };
-            if models.is_empty() {
-                return ApiError::NotFound(format!(
+            let statuses: Vec<ModelStatus> = state
+                .db
+                .list_models(tenant, Some(app))
+                .await?
+                .iter()
+                .map(|m| m.status)
+                .collect();
+            if statuses.is_empty() {
+                ApiError::NotFound(format!(
                     "application '{app}' has no models; register one with POST /v1/models"
-                ));
+                ))
+            } else if failed(&statuses) {
+                ApiError::Conflict(format!(
+                    "no model of application '{app}' can serve: every one failed registration (see GET /v1/apps/{app}); register one again"
+                ))
+            } else {
+                ApiError::Unavailable(format!(
+                    "no model of application '{app}' is ready yet: variants are being generated and profiled (see GET /v1/apps/{app}); retry later"
+                ))
             }
-            let statuses: Vec<ModelStatus> = models.iter().map(|m| m.status).collect();
-            (
-                format!("no model of application '{app}' can serve: every one failed registration (see GET /v1/apps/{app}); register one again"),
-                format!("no model of application '{app}' is ready yet: variants are being generated and profiled (see GET /v1/apps/{app}); retry later"),
-                statuses,
-            )
         }
-        (None, Some(model)) => match state.db.get_model(tenant, model).await {
-            Ok(m) => (
-                format!("model '{model}' cannot serve: its registration failed (see GET /v1/models/{model}); register it again"),
-                format!("model '{model}' is not ready yet (status {}; see GET /v1/models/{model}); retry later", m.status.as_str()),
-                vec![m.status],
-            ),
-            Err(e) => return e.into(),
-        },
-        (None, None) => return ApiError::BadRequest("give an application or a model".into()),
-    };
-    if statuses.iter().all(|s| *s == ModelStatus::Failed) {
-        ApiError::Conflict(failed)
-    } else {
-        ApiError::Unavailable(pending)
-    }
+        (None, Some(model)) => {
+            let m = state.db.get_model(tenant, model).await?;
+            if failed(&[m.status]) {
+                ApiError::Conflict(format!(
+                    "model '{model}' cannot serve: its registration failed (see GET /v1/models/{model}); register it again"
+                ))
+            } else {
+                ApiError::Unavailable(format!(
+                    "model '{model}' is not ready yet (status {}; see GET /v1/models/{model}); retry later",
+                    m.status.as_str()
+                ))
+            }
+        }
+        (None, None) => ApiError::BadRequest("give an application or a model".into()),
+    })
 }
 
 /// What a worker needs to load an instance of a served variant.

@@ -46,20 +46,14 @@ impl Solver {
         }
     };
 
-    /// Every solver of this build, the default first.
+    /// Every solver of this build, the default (CBC when built in) first.
     pub fn available() -> Vec<Solver> {
-        let mut all = vec![Solver::DEFAULT];
-        #[cfg(feature = "cbc")]
-        all.push(Solver::Cbc);
-        #[cfg(feature = "highs")]
-        all.push(Solver::Highs);
-        let mut seen = Vec::new();
-        all.retain(|s| {
-            let first = !seen.contains(s);
-            seen.push(*s);
-            first
-        });
-        all
+        vec![
+            #[cfg(feature = "cbc")]
+            Solver::Cbc,
+            #[cfg(feature = "highs")]
+            Solver::Highs,
+        ]
     }
 
     pub fn name(self) -> &'static str {

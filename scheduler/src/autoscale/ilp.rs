@@ -1,5 +1,5 @@
-//! The INFaaS model-scaling ILP (§4.2.1), solved to optimality by the build's MILP solver; see the parent module
-//! for the formulation.
+//! The INFaaS model-scaling ILP (§4.2.1), solved to optimality by the build's MILP solver
+//! ([`crate::milp`]); see the parent module for the formulation.
 //!
 //! Up to three solves, each a relaxation of the next, stopping at the first whose optimum can be
 //! placed. A relaxation's optimum bounds the per-worker model's from below; once its counts are

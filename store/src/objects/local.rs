@@ -52,9 +52,10 @@ fn write_error(key: &str) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
         std::io::ErrorKind::IsADirectory
         | std::io::ErrorKind::NotADirectory
         | std::io::ErrorKind::AlreadyExists
-        | std::io::ErrorKind::DirectoryNotEmpty => StoreError::Conflict(format!(
-            "a file or folder in the way of '{key}' (a path cannot be both a file and a folder); it"
-        )),
+        // Shown as "... already exists".
+        | std::io::ErrorKind::DirectoryNotEmpty => {
+            StoreError::Conflict(format!("a file or folder in the way of '{key}'"))
+        }
         _ => io(key)(source),
     }
 }
