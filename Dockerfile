@@ -12,7 +12,7 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p infaas-api --bin infaas \
+    cargo build --release --locked -p infaas --bin infaas \
     && cp target/release/infaas /usr/local/bin/infaas
 
 # Only the shared library is kept from this stage.

@@ -57,7 +57,7 @@ export ORT_DYLIB_PATH
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$INFAAS_CACHE/target}"
 locked=()
 [[ -f "$INFAAS_ROOT/Cargo.lock" ]] && locked=(--locked)
-cargo build --release -q "${locked[@]}" --manifest-path "$INFAAS_ROOT/Cargo.toml" -p infaas-api --bin infaas ||
+cargo build --release -q "${locked[@]}" --manifest-path "$INFAAS_ROOT/Cargo.toml" -p infaas --bin infaas ||
   die "building infaas failed"
 bin="$CARGO_TARGET_DIR/release/infaas"
 

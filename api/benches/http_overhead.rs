@@ -27,8 +27,7 @@
 //! (`INFAAS_BENCH_ONLY=latency` skips (b); `INFAAS_BENCH_RUNS`, default 5000, queries per
 //! latency series; `INFAAS_BENCH_WORKERS` sets the runtime's worker threads).
 
-#[path = "../tests/registry_common/mod.rs"]
-mod registry_common;
+use infaas_testing::platform as registry_common;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};

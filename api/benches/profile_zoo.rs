@@ -5,12 +5,11 @@
 //!
 //! Run: `cargo bench -p infaas-api --bench profile_zoo`
 
-#[path = "../tests/registry_common/mod.rs"]
-mod registry_common;
+use infaas_testing::platform as registry_common;
 
 use std::time::{Duration, Instant};
 
-use infaas_api::config::Config;
+use infaas_control::config::Config;
 use registry_common::backends::Backends;
 use registry_common::{open_quotas, ort_library, Platform, Registration, ZOO};
 

@@ -6,6 +6,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use infaas_control::Error as ControlError;
 use infaas_store::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -107,17 +108,42 @@ impl ApiError {
     }
 }
 
+/// The one place where the control plane's errors become statuses (with
+/// [`ApiError::status`]).
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        match e {
+            ControlError::Invalid(m) => ApiError::BadRequest(m),
+            ControlError::Unauthenticated(m) => ApiError::Unauthorized(m),
+            ControlError::Forbidden(m) => ApiError::Forbidden(m),
+            ControlError::NotFound(m) => ApiError::NotFound(m),
+            ControlError::Conflict(m) => ApiError::Conflict(m),
+            ControlError::TooLarge(m) => ApiError::PayloadTooLarge(m),
+            ControlError::Unprocessable(m) => ApiError::Unprocessable(m),
+            ControlError::RateLimited {
+                message,
+                retry_after_secs,
+            } => ApiError::RateLimited {
+                message,
+                retry_after_secs,
+            },
+            ControlError::QuotaExceeded(m) => ApiError::QuotaExceeded(m),
+            ControlError::Unavailable(m) => ApiError::Unavailable(m),
+            ControlError::Unsatisfiable {
+                message,
+                suggestion,
+            } => ApiError::Unsatisfiable {
+                message,
+                suggestion,
+            },
+            ControlError::Internal(e) => ApiError::Internal(e),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound(what) => ApiError::NotFound(format!("{what} not found")),
-            StoreError::Conflict(what) => ApiError::Conflict(format!("{what} already exists")),
-            StoreError::ObjectNotFound(key) => {
-                ApiError::NotFound(format!("object '{key}' not found"))
-            }
-            StoreError::InvalidKey { .. } => ApiError::BadRequest(e.to_string()),
-            other => ApiError::Internal(other.into()),
-        }
+        ControlError::from(e).into()
     }
 }
 

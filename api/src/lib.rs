@@ -1,20 +1,13 @@
-//! The infaas controller: HTTP API, authentication, configuration; the command-line client is
-//! the `infaas-cli` crate.
+//! The HTTP edge of infaas: routes (v1, the Open Inference Protocol v2, the dashboard),
+//! authentication and the request-rate layer, form parsing into the control plane's types,
+//! the OpenAPI document, and the one place where control-plane errors become statuses.
 
-pub mod admin;
 pub mod auth;
-pub mod autoscaler;
-pub mod cluster;
-pub mod config;
 pub mod error;
-pub mod jobs;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
-pub mod quota;
-pub mod registry;
 pub mod routes;
 pub mod server;
-pub mod serving;
 pub mod state;
-pub mod telemetry;
-pub mod usage;
+pub mod uploads;

@@ -223,3 +223,11 @@ pub fn document() -> String {
     s.push('\n');
     s
 }
+
+/// `GET /openapi.json`: the OpenAPI document of this server.
+pub async fn serve() -> impl axum::response::IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document(),
+    )
+}

@@ -1,57 +1,27 @@
-//! Shared state of the HTTP server.
+//! Shared state of the HTTP server: the control plane, and what only the HTTP edge needs.
 
-use std::sync::Arc;
+use infaas_control::ControlPlane;
 
-use infaas_store::{Db, ObjectStore};
-
-use crate::auth::{KeyCache, TokenIssuer};
-use crate::config::Config;
-use crate::quota::RateLimiter;
-
-/// Cheap to clone: everything lives behind `Arc`s.
+/// Cheap to clone. Dereferences to the [`ControlPlane`] (and on to its parts: `state.db`,
+/// `state.cluster`, ...).
 #[derive(Clone)]
 pub struct AppState {
-    inner: Arc<Inner>,
-}
-
-pub struct Inner {
-    pub config: Config,
-    pub db: Db,
-    pub objects: Arc<dyn ObjectStore>,
-    pub tokens: TokenIssuer,
-    pub key_cache: KeyCache,
-    pub limiter: RateLimiter,
+    pub control: ControlPlane,
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    pub registry: crate::registry::Registry,
-    pub cluster: Arc<crate::cluster::Cluster>,
-    pub usage: Arc<crate::usage::UsageRecorder>,
-    /// Shared secret of worker <-> controller traffic.
-    pub cluster_token: String,
-    /// The ONNX Runtime library in use, or why it could not be loaded.
-    pub runtime: Result<std::path::PathBuf, String>,
 }
 
 impl std::ops::Deref for AppState {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.inner
+    type Target = ControlPlane;
+    fn deref(&self) -> &ControlPlane {
+        &self.control
     }
 }
 
 impl AppState {
-    /// Fails with 503 when ONNX Runtime could not be loaded at start.
-    pub fn runtime_ready(&self) -> Result<(), crate::error::ApiError> {
-        match &self.runtime {
-            Ok(_) => Ok(()),
-            Err(e) => Err(crate::error::ApiError::Unavailable(format!(
-                "ONNX Runtime is not available on this server: {e}"
-            ))),
-        }
-    }
-
-    pub fn new(inner: Inner) -> AppState {
+    pub fn new(control: ControlPlane) -> AppState {
         AppState {
-            inner: Arc::new(inner),
+            control,
+            metrics: crate::metrics::install(),
         }
     }
 }

@@ -10,8 +10,6 @@ use std::sync::{Mutex, OnceLock};
 
 use ort::environment::Environment;
 
-use crate::engine::EngineError;
-
 /// The ONNX Runtime version whose shared library `scripts/setup.sh` installs.
 pub const ORT_VERSION: &str = "1.31.1";
 
@@ -76,11 +74,7 @@ static INIT_LOCK: Mutex<()> = Mutex::new(());
 /// `/ort/1.31.1/onnxruntime/capi/libonnxruntime.so.1.31.1`.
 /// Later calls return the library chosen by the first successful call, whatever they pass.
 /// When no library is found the error says to run `scripts/setup.sh`.
-pub fn init_runtime(explicit: Option<&Path>) -> Result<PathBuf, EngineError> {
-    Ok(init(explicit)?)
-}
-
-fn init(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
+pub fn init_runtime(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
     if let Some(rt) = RUNTIME.get() {
         return Ok(rt.path.clone());
     }
@@ -128,7 +122,7 @@ fn init(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
 /// The process-wide environment, initialising the runtime from the default locations if no
 /// one has done so yet.
 pub(crate) fn environment() -> Result<&'static Environment, RuntimeError> {
-    init(None)?;
+    init_runtime(None)?;
     match RUNTIME.get() {
         Some(rt) => Ok(&rt.environment),
         // init_runtime only returns Ok after RUNTIME is set.

@@ -222,3 +222,35 @@ pub struct AppDetail {
     pub name: String,
     pub models: Vec<ModelView>,
 }
+
+/// A job as the API shows it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobView {
+    pub id: String,
+    /// `queued`, `running`, `paused`, `succeeded`, `failed` or `cancelled`.
+    pub state: String,
+    pub app: Option<String>,
+    pub model: Option<String>,
+    pub min_accuracy: Option<f64>,
+    /// The variant the job runs on (chosen for throughput per cost).
+    pub variant: Option<String>,
+    pub items_done: i64,
+    pub items_total: i64,
+    /// `items_done / items_total`.
+    pub progress: f64,
+    /// Items per second since the job started.
+    pub items_per_s: Option<f64>,
+    /// Seconds left at that rate.
+    pub eta_s: Option<f64>,
+    /// Why the job is paused (online load).
+    pub paused_reason: Option<String>,
+    pub error: Option<String>,
+    /// The input prefix in the tenant's file area.
+    pub input_path: String,
+    /// Where the outputs go in the tenant's file area (`part-NNNNNN.jsonl`, one per chunk).
+    pub output_path: String,
+    pub webhook_url: Option<String>,
+    pub created_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+}

@@ -1,4 +1,4 @@
-//! The store suite, written once and run on both backend pairs (see common/backends.rs):
+//! The store suite, written once and run on both backend pairs (see `infaas_testing::backends`):
 //! `sqlite_local::*` on SQLite + a local directory, `postgres_s3::*` on Postgres + S3.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns unwrap too
 

@@ -6,9 +6,10 @@ use infaas_core::{ApiKey, Role};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::auth::{generate_key, Principal};
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::state::AppState;
+use infaas_control::tenancy::generate_key;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

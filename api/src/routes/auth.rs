@@ -4,9 +4,10 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::auth::{hash_key, Principal};
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::state::AppState;
+use infaas_control::tenancy::hash_key;
 
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
-use crate::cluster::worker_process::constant_time_eq;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json, Query};
 use crate::state::AppState;
+use infaas_worker::server::constant_time_eq;
 
 /// `POST /cluster/heartbeat`: a worker process reports itself (and registers when new).
 pub async fn heartbeat(

@@ -104,11 +104,3 @@ pub async fn index(State(state): State<AppState>) -> axum::response::Response {
         Err(e) => crate::error::ApiError::internal(e).into_response(),
     }
 }
-
-/// The OpenAPI document of this server.
-pub async fn openapi() -> impl IntoResponse {
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        crate::openapi::document(),
-    )
-}

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
-use crate::serving::{serve, Goal, Outcome, Requirements};
 use crate::state::AppState;
+use infaas_control::serving::{serve, Goal, Outcome, Requirements};
 
 fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_core::Tensor>> {
     inputs

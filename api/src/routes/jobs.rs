@@ -11,9 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
-use crate::jobs::{self, check_path, file_key, JobView, Submission};
-use crate::registry::upload::{multipart_error, text};
 use crate::state::AppState;
+use crate::uploads::{multipart_error, text};
+use infaas_control::jobs::{self, check_path, file_key, Submission};
+use infaas_protocol::v1::JobView;
 
 /// A job over inputs already in the tenant's file area.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -189,7 +190,7 @@ pub async fn submit(
                 })?;
         let s = from_multipart(&state, &p.tenant_id, multipart).await?;
         let job = jobs::submit_uploaded(&state, &p.tenant_id, s).await?;
-        return Ok((StatusCode::ACCEPTED, Json(JobView::from(&job))));
+        return Ok((StatusCode::ACCEPTED, Json(infaas_control::jobs::view(&job))));
     } else {
         let Json(r) = Json::<JobRequest>::from_request(req, &state).await?;
         Submission {
@@ -202,7 +203,7 @@ pub async fn submit(
         }
     };
     let job = jobs::submit(&state, &p.tenant_id, submission).await?;
-    Ok((StatusCode::ACCEPTED, Json(JobView::from(&job))))
+    Ok((StatusCode::ACCEPTED, Json(infaas_control::jobs::view(&job))))
 }
 
 /// The tenant's jobs, newest first.
@@ -211,7 +212,7 @@ pub async fn submit(
 pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<JobList>> {
     let jobs = state.db.list_jobs(&p.tenant_id).await?;
     Ok(Json(JobList {
-        jobs: jobs.iter().map(JobView::from).collect(),
+        jobs: jobs.iter().map(infaas_control::jobs::view).collect(),
     }))
 }
 
@@ -226,7 +227,7 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
     let job = state.db.get_job(&p.tenant_id, &id).await?;
-    Ok(Json(JobView::from(&job)))
+    Ok(Json(infaas_control::jobs::view(&job)))
 }
 
 /// Cancels a job that has not ended (chunks already written stay).
@@ -240,7 +241,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> ApiResult<Json<JobView>> {
     let job = state.db.cancel_job(&p.tenant_id, &id).await?;
-    Ok(Json(JobView::from(&job)))
+    Ok(Json(infaas_control::jobs::view(&job)))
 }
 
 /// The job's outputs so far, as JSON lines in item order (`{"item": N, "outputs": [...]}`);

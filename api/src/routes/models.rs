@@ -9,8 +9,8 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
-use crate::registry::upload;
 use crate::state::AppState;
+use infaas_control::registry::upload;
 
 pub(crate) async fn model_view(state: &AppState, m: Model) -> ApiResult<ModelView> {
     let variants = state.db.list_variants(&m.id).await?;
@@ -73,7 +73,7 @@ pub async fn register(
             r.body_text()
         ),
     })?;
-    let model = upload::register(&state, &p.tenant_id, multipart).await?;
+    let model = crate::uploads::register(&state, &p.tenant_id, multipart).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(ModelView::new(model, Vec::new())),

@@ -15,11 +15,11 @@ use infaas_protocol::{
 };
 
 use crate::auth::Principal;
-use crate::cluster::schema;
 use crate::error::{ApiError, ApiResult};
 use crate::routes::infer::outcome_headers;
-use crate::serving::{serve, Goal, Requirements};
 use crate::state::AppState;
+use infaas_control::cluster::schema;
+use infaas_control::serving::{serve, Goal, Requirements};
 
 /// `GET /v2/health/live`.
 pub async fn live() -> StatusCode {

@@ -2,7 +2,7 @@
 registration (and a refused one), a model-less query, and jobs (multipart with a file,
 JSON over a path of the file area) followed to the end with their results.
 
-Run by api/tests/sdk_clients.rs, which starts the server and sets INFAAS_URL,
+Run by infaas/tests/integration/sdk_clients.rs, which starts the server and sets INFAAS_URL,
 INFAAS_API_KEY, INFAAS_ZOO (the zoo directory) and INFAAS_SDK_DATA (JSON {"x": rows of
 digits-val.npz, "y": their labels}), with openapi/clients/python on PYTHONPATH.
 """
@@ -41,7 +41,7 @@ MODEL = "digits-logreg"
 def env(name):
     value = os.environ.get(name)
     if not value:
-        sys.exit(f"{name} is not set (this test is run by api/tests/sdk_clients.rs)")
+        sys.exit(f"{name} is not set (this test is run by infaas/tests/integration/sdk_clients.rs)")
     return value
 
 

@@ -1,7 +1,7 @@
 //! Shared helpers of the store integration tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
-pub mod backends;
+pub use infaas_testing::backends;
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use futures::StreamExt;
 use infaas_store::{open_object_store, ByteStream, Db, ObjectStore, ObjectStoreConfig};
 use sha2::{Digest, Sha256};
 
-use backends::Backends;
+use infaas_testing::backends::Backends;
 
 /// The database and object store of one test.
 pub struct Stores {

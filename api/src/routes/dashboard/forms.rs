@@ -16,9 +16,8 @@ use serde::Deserialize;
 use super::pages::{app_page, jobs_page};
 use super::{render, PageError, PageResult, Session};
 use crate::error::ApiError;
-use crate::registry::upload;
-use crate::serving::{serve, Goal, Outcome, Requirements};
 use crate::state::AppState;
+use infaas_control::serving::{serve, Goal, Outcome, Requirements};
 
 /// Fields of the "try it" form.
 #[derive(Deserialize)]
@@ -123,7 +122,7 @@ pub async fn try_query(
             max_cost: None,
         };
         let inputs = parse_inputs(&fields.inputs)?;
-        serve(&state, session.tenant_id(), Goal::App(&app), want, inputs).await
+        Ok::<_, ApiError>(serve(&state, session.tenant_id(), Goal::App(&app), want, inputs).await?)
     }
     .await;
     let form = TryForm {
@@ -221,7 +220,7 @@ pub async fn submit_job(
             min_accuracy: s.min_accuracy.map(|a| a.to_string()).unwrap_or_default(),
             output_path: s.output_path.clone().unwrap_or_default(),
         };
-        crate::jobs::submit_uploaded(&state, tenant, s).await
+        Ok::<_, ApiError>(infaas_control::jobs::submit_uploaded(&state, tenant, s).await?)
     }
     .await;
     match submitted {
@@ -242,7 +241,7 @@ pub async fn register(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> PageResult {
     let multipart = checked_multipart(&state, &session, multipart).await?;
-    match upload::register(&state, session.tenant_id(), multipart).await {
+    match crate::uploads::register(&state, session.tenant_id(), multipart).await {
         Ok(model) => Ok(Redirect::to(&format!("/ui/models/{}", model.name)).into_response()),
         Err(e) => {
             let status = e.status();

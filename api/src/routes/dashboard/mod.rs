@@ -6,7 +6,7 @@
 mod forms;
 mod pages;
 mod report;
-mod session;
+pub mod session;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -114,6 +114,12 @@ pub enum PageError {
 
 impl From<infaas_store::StoreError> for PageError {
     fn from(e: infaas_store::StoreError) -> Self {
+        PageError::Api(e.into())
+    }
+}
+
+impl From<infaas_control::Error> for PageError {
+    fn from(e: infaas_control::Error) -> Self {
         PageError::Api(e.into())
     }
 }

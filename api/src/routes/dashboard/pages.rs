@@ -121,7 +121,7 @@ fn example_inputs(models: &[ModelWithVariants]) -> String {
     else {
         return String::new();
     };
-    let inputs = crate::cluster::schema::inputs_of(m.model.signature.as_ref());
+    let inputs = infaas_control::cluster::schema::inputs_of(m.model.signature.as_ref());
     // Written by hand to keep the fields in the order people read them (data last).
     let tensors: Option<Vec<String>> = inputs
         .iter()

@@ -16,10 +16,11 @@ use infaas_web::dashboard::{Layout, LoginPage};
 use serde::Deserialize;
 
 use super::{render, PageError, PageResult};
-use crate::auth::{hash_key, Principal};
-use crate::cluster::worker_process::constant_time_eq;
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
+use infaas_control::tenancy::hash_key;
+use infaas_worker::server::constant_time_eq;
 
 /// Cookie holding the access token of a dashboard session.
 pub const SESSION_COOKIE: &str = "infaas_session";

@@ -2,7 +2,7 @@
 // a model-less query, and jobs (multipart with a file, JSON over a path of the file area)
 // followed to the end with their results.
 //
-// Run by api/tests/sdk_clients.rs, which starts the server and sets:
+// Run by infaas/tests/integration/sdk_clients.rs, which starts the server and sets:
 //   INFAAS_URL, INFAAS_API_KEY, INFAAS_ZOO (the zoo directory),
 //   INFAAS_SDK_DATA (JSON {"x": rows of digits-val.npz, "y": their labels}).
 import assert from "node:assert/strict";
@@ -14,7 +14,7 @@ import { type InfaasClient, type Schemas, createInfaasClient, login, multipart }
 
 function env(name: string): string {
   const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set (this test is run by api/tests/sdk_clients.rs)`);
+  if (!v) throw new Error(`${name} is not set (this test is run by infaas/tests/integration/sdk_clients.rs)`);
   return v;
 }
 

@@ -1,0 +1,1170 @@
+//! The autoscaling loops (INFaaS §4.2, §5; Themis §4-5): they read the cluster's snapshot,
+//! call the pure policies of [`infaas_scheduler::autoscale`] and carry out the decisions
+//! through the workers, off the query path.
+//!
+//! - **Model autoscaler** (every `autoscale.model_interval_ms`, 1 s): per model (family) of
+//!   every tenant with running instances, the load to plan for (rows that arrived per second,
+//!   [`demand`]), then Themis' vertical step for overloaded CPU instances, then the greedy
+//!   replicate / upgrade / remove / downgrade decision, then migration of instances that stay
+//!   Interfered.
+//! - **Worker autoscaler** (every `autoscale.worker_interval_ms`, 2 s): adds a worker when a
+//!   hardware kind is busy on all workers, Interfered on all, when most workers have
+//!   Overloaded instances, or when the model autoscaler found no room for an instance it
+//!   needs; stops provisioned workers idle for the cool-down.
+//! - **Exact planner** (every `autoscale.exact_interval_ms`, 30 s): solves the ILP to
+//!   optimality on the last period's input, records greedy's gap to the optimum and carries
+//!   out the optimal plan when the gap exceeds `autoscale.exact_apply_gap`.
+//!
+//! Every action runs in its own task: new instances are loaded first, the ones they replace
+//! are taken out of the index and unloaded only once the new ones serve. A family (tenant,
+//! model) with an action under way is left alone until it ends. Each decision is stored as a
+//! scaling event with its reason and the cost per second before and after.
+
+pub mod actions;
+pub mod book;
+
+mod events;
+#[cfg(feature = "kubernetes")]
+mod kubernetes;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use infaas_core::HardwareKind;
+use infaas_provision::process::{ProcessConfig, ProcessProvider};
+use infaas_provision::{ProvisionedWorker, WorkerProvider};
+use infaas_scheduler::autoscale::{
+    self, greedy, migrations, peak_at, scale_workers, vertical, Action, ActionKind, CpuInstance,
+    FamilyDemand, MigrationConfig, Plan, ScalingConfig, ScalingInput, Stability, VerticalConfig,
+    WorkerConfig, WorkerView,
+};
+use infaas_scheduler::{InstanceState, Prices, Snapshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{AutoscaleConfig, WorkerProviderKind};
+use crate::platform::ControlPlane;
+use actions::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
+use book::{AppKey, Book, FamilyKey, Provisioned};
+
+/// How long an instance stays out of the index before it is unloaded, so that queries already
+/// sent to it finish there.
+const DRAIN_WAIT: Duration = Duration::from_millis(500);
+
+/// The load to plan for of one family, and the strictest requirements its queries had.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemandSpec {
+    pub tenant: String,
+    pub model: String,
+    /// Rows/s the base-thread capacity must serve (arrivals less what vertical scaling added).
+    pub load_qps: f64,
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+}
+
+/// The last model period's input, for the exact planner.
+struct LastInput {
+    snapshot: Arc<Snapshot>,
+    demands: Vec<DemandSpec>,
+    ages: Vec<f64>,
+    releasable: Vec<bool>,
+}
+
+/// See the module documentation.
+pub struct Autoscaler {
+    state: ControlPlane,
+    cfg: AutoscaleConfig,
+    prices: Prices,
+    provider: Option<Arc<dyn WorkerProvider>>,
+    process: Option<Arc<ProcessProvider>>,
+    book: Mutex<Book>,
+    stability: Mutex<HashMap<FamilyKey, Stability>>,
+    last_take: Mutex<Instant>,
+    last_input: Mutex<Option<LastInput>>,
+}
+
+/// Marks a family busy until dropped (also when its task fails or panics).
+struct Busy {
+    scaler: Arc<Autoscaler>,
+    family: FamilyKey,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Ok(mut b) = self.scaler.book.lock() {
+            b.finish(&self.family);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The URL workers reach the controller at, from the address it listens on.
+pub fn controller_url(addr: SocketAddr) -> String {
+    let host = if addr.ip().is_unspecified() {
+        std::net::IpAddr::from([127, 0, 0, 1])
+    } else {
+        addr.ip()
+    };
+    format!("http://{}", SocketAddr::new(host, addr.port()))
+}
+
+/// The configured worker provider (`kubernetes` needs the feature of that name, on by
+/// default; without it the decisions are only logged).
+fn make_provider(
+    state: &ControlPlane,
+    controller: &str,
+) -> (
+    Option<Arc<dyn WorkerProvider>>,
+    Option<Arc<ProcessProvider>>,
+) {
+    let cfg = &state.config;
+    let a = &cfg.autoscale;
+    match a.worker_provider {
+        WorkerProviderKind::None => (None, None),
+        #[cfg(feature = "kubernetes")]
+        WorkerProviderKind::Kubernetes => {
+            let k = cfg.kubernetes();
+            tracing::info!(deployment = %k.deployment, namespace = ?k.namespace, max_workers = k.max_workers, "workers are pods of a Kubernetes Deployment");
+            (
+                Some(Arc::new(kubernetes::LazyKubernetes::new(k)) as Arc<dyn WorkerProvider>),
+                None,
+            )
+        }
+        #[cfg(not(feature = "kubernetes"))]
+        WorkerProviderKind::Kubernetes => {
+            tracing::error!("worker_provider = \"kubernetes\" needs the `kubernetes` feature, which this build lacks; workers are not added or removed");
+            (None, None)
+        }
+        WorkerProviderKind::Process => {
+            // The running binary is `infaas` itself unless embedded elsewhere (a test
+            // harness): then the binary must be configured.
+            let running = std::env::current_exe()
+                .ok()
+                .filter(|p| p.file_stem().is_some_and(|s| s == "infaas"));
+            let Some(binary) = a.worker_binary.clone().or(running) else {
+                tracing::error!("the running program is not the infaas binary: set autoscale.worker_binary to start worker processes");
+                return (None, None);
+            };
+            let mut p = ProcessConfig::new(
+                binary,
+                controller.to_string(),
+                state.cluster_token.clone(),
+                cfg.object_store(),
+                a.max_workers,
+            );
+            p.ort_dylib_path = cfg.ort_dylib_path.clone();
+            p.s3_endpoint = cfg.s3_endpoint.clone();
+            p.s3_region = cfg.s3_region.clone();
+            p.stop_grace = Duration::from_secs(a.worker_stop_grace_secs);
+            let mut env = vec![
+                ("INFAAS_LOG_LEVEL".to_string(), cfg.log_level.clone()),
+                (
+                    "INFAAS_MAX_QUEUE_DELAY_US".into(),
+                    cfg.max_queue_delay_us.to_string(),
+                ),
+                ("INFAAS_INLINE_MAX_US".into(), cfg.inline_max_us.to_string()),
+                (
+                    "INFAAS_QUEUE_CAPACITY_ROWS".into(),
+                    cfg.queue_capacity_rows.to_string(),
+                ),
+            ];
+            if let Some(c) = a.provisioned_worker_cores.or(cfg.worker_cores) {
+                env.push(("INFAAS_WORKER_CORES".into(), c.to_string()));
+            }
+            if let Some(t) = cfg.worker_thread_budget {
+                env.push(("INFAAS_WORKER_THREAD_BUDGET".into(), t.to_string()));
+            }
+            if let Some(m) = cfg.worker_memory_bytes {
+                env.push(("INFAAS_WORKER_MEMORY_BYTES".into(), m.to_string()));
+            }
+            p.env = env;
+            let process = Arc::new(ProcessProvider::new(p));
+            (
+                Some(process.clone() as Arc<dyn WorkerProvider>),
+                Some(process),
+            )
+        }
+    }
+}
+
+impl Autoscaler {
+    /// Starts the loops (when `autoscale.enabled`); they stop with `shutdown`.
+    pub fn start(
+        state: ControlPlane,
+        addr: SocketAddr,
+        shutdown: CancellationToken,
+    ) -> Option<Arc<Autoscaler>> {
+        let cfg = state.config.autoscale.clone();
+        if !cfg.enabled {
+            tracing::info!("autoscaling is off");
+            return None;
+        }
+        let (provider, process) = make_provider(&state, &controller_url(addr));
+        let scaler = Arc::new(Autoscaler {
+            prices: *state.cluster.prices(),
+            cfg,
+            provider,
+            process,
+            state,
+            book: Mutex::new(Book::default()),
+            stability: Mutex::new(HashMap::new()),
+            last_take: Mutex::new(Instant::now()),
+            last_input: Mutex::new(None),
+        });
+        tracing::info!(
+            provider = scaler.provider.as_ref().map_or("none", |p| p.kind()),
+            model_interval_ms = scaler.cfg.model_interval_ms,
+            worker_interval_ms = scaler.cfg.worker_interval_ms,
+            "autoscaling on"
+        );
+        let every = |ms: u64| Duration::from_millis(ms.max(10));
+        tokio::spawn(periodic(
+            scaler.clone(),
+            every(scaler.cfg.model_interval_ms),
+            shutdown.clone(),
+            |s| async move { s.model_period() },
+        ));
+        tokio::spawn(periodic(
+            scaler.clone(),
+            every(scaler.cfg.worker_interval_ms),
+            shutdown.clone(),
+            |s| async move { s.worker_period().await },
+        ));
+        if scaler.cfg.exact_interval_ms > 0 {
+            let s = scaler.clone();
+            let period = every(scaler.cfg.exact_interval_ms);
+            tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shutdown.cancelled() => break,
+                        _ = tokio::time::sleep(period) => {}
+                    }
+                    s.clone().exact_period().await;
+                }
+            });
+        }
+        Some(scaler)
+    }
+
+    /// Stops the workers the process provider started (the others are left running).
+    pub async fn shutdown(&self) {
+        if let Some(p) = &self.process {
+            p.shutdown().await;
+        }
+    }
+
+    /// Names of the workers the provider runs now.
+    pub async fn provisioned_workers(&self) -> Vec<String> {
+        match &self.provider {
+            Some(p) => p
+                .list()
+                .await
+                .map(|l| l.into_iter().map(|w| w.name).collect())
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    fn scaling_config(&self) -> ScalingConfig {
+        ScalingConfig {
+            slack: self.cfg.slack,
+            scale_down: self.cfg.scale_down,
+            lambda_per_s: self.cfg.lambda_per_s,
+        }
+    }
+
+    fn vertical_config(&self) -> VerticalConfig {
+        VerticalConfig {
+            max_threads: self.cfg.vertical_max_threads,
+            headroom: self.cfg.slack,
+            stable_periods: self.cfg.stable_periods,
+            ..VerticalConfig::default()
+        }
+    }
+
+    /// `(tenant, model)` and `(tenant, app)` of a variant of the snapshot.
+    fn owner(&self, s: &Snapshot, v: usize) -> Option<(FamilyKey, AppKey)> {
+        let served = self.state.cluster.served(&s.variants().get(v)?.id)?;
+        let e = &served.entry;
+        Some((
+            (e.tenant_id.clone(), e.model.clone()),
+            (e.tenant_id.clone(), e.app.clone()),
+        ))
+    }
+
+    /// The snapshot as the model policies see it, and which of its workers are releasable:
+    /// workers the provider started count as fully busy, so new instances go to the permanent
+    /// workers while they have room, and scale-in empties them first (it saves their price;
+    /// the worker autoscaler then stops them).
+    fn policy_snapshot(&self) -> (Arc<Snapshot>, Vec<bool>) {
+        let snapshot = self.state.cluster.snapshot();
+        let provisioned: Vec<String> = lock(&self.book).provisioned.keys().cloned().collect();
+        if provisioned.is_empty() {
+            return (snapshot, Vec::new());
+        }
+        let ids = self.state.cluster.worker_ids_by_name();
+        let mut s = (*snapshot).clone();
+        let mut releasable = vec![false; s.workers().len()];
+        for name in &provisioned {
+            let Some(w) = ids.get(name).and_then(|id| s.worker_index(id)) else {
+                continue;
+            };
+            releasable[w] = true;
+            let e = &s.workers()[w];
+            let (cores, memory) = (e.cores_used, e.memory_used);
+            let _ = s.set_worker_usage(w, cores, memory, 1.0);
+        }
+        (Arc::new(s), releasable)
+    }
+
+    /// One model-autoscaler period.
+    fn model_period(self: &Arc<Self>) {
+        let now = Instant::now();
+        let (snapshot, releasable) = self.policy_snapshot();
+        let arrivals = self.state.cluster.demand.take();
+        let elapsed = {
+            let mut last = lock(&self.last_take);
+            let e = now.duration_since(*last).as_secs_f64().max(1e-3);
+            *last = now;
+            e
+        };
+        let threads = self.state.cluster.instance_threads();
+        let threads_of = |i: usize| {
+            let inst = &snapshot.instances()[i];
+            threads
+                .get(&inst.id)
+                .copied()
+                .unwrap_or(snapshot.variants()[inst.variant].threads)
+        };
+        // Families with live instances, their instances, and their arrivals.
+        let mut families: HashMap<FamilyKey, (AppKey, Vec<usize>)> = HashMap::new();
+        for (i, inst) in snapshot.instances().iter().enumerate() {
+            if inst.state == InstanceState::Inactive || !snapshot.workers()[inst.worker].alive {
+                continue;
+            }
+            if let Some((family, app)) = self.owner(&snapshot, inst.variant) {
+                families
+                    .entry(family)
+                    .or_insert_with(|| (app, Vec::new()))
+                    .1
+                    .push(i);
+            }
+        }
+        let mut wanted: HashMap<FamilyKey, crate::cluster::demand::Arrivals> = HashMap::new();
+        for (variant_id, a) in &arrivals {
+            if let Some(s) = self.state.cluster.served(variant_id) {
+                wanted
+                    .entry((s.entry.tenant_id.clone(), s.entry.model.clone()))
+                    .or_default()
+                    .merge(a);
+            }
+        }
+        let vcfg = self.vertical_config();
+        let mut claims = ClaimedRoom::default();
+        let mut jobs: Vec<(FamilyKey, AppKey, ActionPlan)> = Vec::new();
+        let mut demands = Vec::new();
+        let mut book = lock(&self.book);
+        book.observe_instances(&snapshot, now);
+        book.retain_families(&families.keys().cloned().collect());
+        let mut stability = lock(&self.stability);
+        stability.retain(|f, _| families.contains_key(f));
+        let mut keys: Vec<&FamilyKey> = families.keys().collect();
+        keys.sort();
+        for family in keys {
+            let (app, instances) = &families[family];
+            let a = wanted.get(family).copied().unwrap_or_default();
+            let load = book.family_load(family, a.rows as f64 / elapsed);
+            let stable = stability
+                .entry(family.clone())
+                .or_insert_with(|| Stability::new(0.1))
+                .observe(load);
+            if book.is_busy(family) {
+                continue;
+            }
+            // Vertical first (Themis): CPU instances of this family with their share of load.
+            let served: f64 = instances.iter().map(|&i| snapshot.instances()[i].qps).sum();
+            let cpu: Vec<CpuInstance> = instances
+                .iter()
+                .filter(|&&i| {
+                    snapshot.variants()[snapshot.instances()[i].variant].hardware
+                        == HardwareKind::Cpu
+                })
+                .filter_map(|&i| {
+                    let share = if served > 0.0 {
+                        snapshot.instances()[i].qps / served
+                    } else {
+                        1.0 / instances.len() as f64
+                    };
+                    CpuInstance::from_snapshot(&snapshot, i, threads_of(i), load * share)
+                })
+                .collect();
+            let extra: f64 = cpu
+                .iter()
+                .filter(|c| c.threads > c.base_threads)
+                .map(|c| peak_at(c, c.threads, &vcfg) - peak_at(c, c.base_threads, &vcfg))
+                .sum();
+            if self.cfg.vertical {
+                let free: Vec<usize> = snapshot.workers().iter().map(|w| w.free_cores()).collect();
+                let acts = vertical(&cpu, &free, stable, &self.prices, &vcfg);
+                if !acts.is_empty() {
+                    for act in &acts {
+                        self.resolve_into(
+                            &snapshot,
+                            act,
+                            &mut claims,
+                            &threads_of,
+                            family,
+                            app,
+                            &mut jobs,
+                            &mut book,
+                            now,
+                        );
+                    }
+                    continue;
+                }
+            }
+            demands.push(DemandSpec {
+                tenant: family.0.clone(),
+                model: family.1.clone(),
+                load_qps: (load - extra).max(0.0),
+                slo_ms: a.slo_ms,
+                min_accuracy: a.min_accuracy,
+            });
+        }
+        drop(stability);
+        // Horizontal: greedy over every family without an action under way.
+        let ages: Vec<f64> = snapshot
+            .instances()
+            .iter()
+            .map(|i| book.state_age_ms(&i.id, now))
+            .collect();
+        let plan = plan_with(
+            &snapshot,
+            &releasable,
+            &demands,
+            &ages,
+            self.prices,
+            self.scaling_config(),
+            greedy,
+        );
+        match plan {
+            Ok(plan) => {
+                for act in &plan.actions {
+                    let Some((family, app)) = self.action_owner(&snapshot, act) else {
+                        continue;
+                    };
+                    self.resolve_into(
+                        &snapshot,
+                        act,
+                        &mut claims,
+                        &threads_of,
+                        &family,
+                        &app,
+                        &mut jobs,
+                        &mut book,
+                        now,
+                    );
+                }
+                for (family, hardware, missing) in
+                    short_families(&snapshot, &demands, &plan, self.cfg.slack)
+                {
+                    if let Some((app, _)) = families.get(&family) {
+                        book.short_of(
+                            hardware,
+                            app.clone(),
+                            format!(
+                                "{}/{}: the model autoscaler's plan leaves {missing:.0} rows/s without capacity",
+                                family.0, family.1
+                            ),
+                            now,
+                        );
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "model autoscaling could not decide"),
+        }
+        // Migration of instances Interfered for several periods.
+        let periods = book.interfered_periods(&snapshot);
+        let mcfg = MigrationConfig {
+            periods: self.cfg.migration_periods,
+        };
+        for act in migrations(&snapshot, &periods, &self.prices, &mcfg) {
+            if let Some((family, app)) = self.action_owner(&snapshot, &act) {
+                if !book.is_busy(&family) {
+                    self.resolve_into(
+                        &snapshot,
+                        &act,
+                        &mut claims,
+                        &threads_of,
+                        &family,
+                        &app,
+                        &mut jobs,
+                        &mut book,
+                        now,
+                    );
+                }
+            }
+        }
+        *lock(&self.last_input) = Some(LastInput {
+            snapshot: snapshot.clone(),
+            demands,
+            ages,
+            releasable,
+        });
+        drop(book);
+        self.spawn_jobs(&snapshot, jobs);
+    }
+
+    /// The family and application an action concerns.
+    fn action_owner(&self, s: &Snapshot, a: &Action) -> Option<(FamilyKey, AppKey)> {
+        let variant = match a.kind {
+            ActionKind::Replicate { variant, .. } => variant,
+            ActionKind::Upgrade { to, .. } | ActionKind::Downgrade { to, .. } => to,
+            ActionKind::RemoveReplica { instance }
+            | ActionKind::AddThreads { instance, .. }
+            | ActionKind::Rebalance { instance, .. }
+            | ActionKind::Migrate { instance, .. } => s.instances().get(instance)?.variant,
+            ActionKind::AddWorker { .. } | ActionKind::RemoveWorker { .. } => return None,
+        };
+        self.owner(s, variant)
+    }
+
+    /// Resolves one action of `family` into a job (or a shortage), unless the family already
+    /// has a job this period from an earlier action (kept together in one job list entry).
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_into(
+        &self,
+        s: &Snapshot,
+        act: &Action,
+        claims: &mut ClaimedRoom,
+        threads_of: &impl Fn(usize) -> usize,
+        family: &FamilyKey,
+        app: &AppKey,
+        jobs: &mut Vec<(FamilyKey, AppKey, ActionPlan)>,
+        book: &mut Book,
+        now: Instant,
+    ) {
+        match resolve(s, act, claims, threads_of) {
+            Resolution::Run(job) => jobs.push((family.clone(), app.clone(), job)),
+            Resolution::Short {
+                hardware, reason, ..
+            } => {
+                tracing::info!(tenant = %family.0, model = %family.1, %reason, "scaling waits for a worker");
+                book.short_of(hardware, app.clone(), reason, now);
+            }
+            Resolution::Skip(why) => tracing::debug!(%why, "action skipped"),
+        }
+    }
+
+    /// Runs jobs, one task per family (its jobs in order), marking each family busy.
+    fn spawn_jobs(self: &Arc<Self>, s: &Snapshot, jobs: Vec<(FamilyKey, AppKey, ActionPlan)>) {
+        let mut by_family: Vec<(FamilyKey, AppKey, Vec<ActionPlan>)> = Vec::new();
+        for (family, app, job) in jobs {
+            match by_family.iter_mut().find(|(f, _, _)| *f == family) {
+                Some((_, _, list)) => list.push(job),
+                None => by_family.push((family, app, vec![job])),
+            }
+        }
+        let now = Instant::now();
+        for (family, app, list) in by_family {
+            if !lock(&self.book).begin(&family, now) {
+                continue;
+            }
+            let busy = Busy {
+                scaler: self.clone(),
+                family,
+            };
+            let named: Vec<(ActionPlan, String, String)> = list
+                .into_iter()
+                .map(|j| {
+                    let variant = s.variants()[j.variant].id.clone();
+                    let worker = s.workers()[j.worker].id.clone();
+                    (j, variant, worker)
+                })
+                .collect();
+            let scaler = self.clone();
+            tokio::spawn(async move {
+                for (job, variant, worker) in named {
+                    let result = scaler.run_steps(&job.steps).await;
+                    scaler
+                        .record_job(&app, &job, &variant, &worker, result)
+                        .await;
+                }
+                drop(busy);
+            });
+        }
+    }
+
+    /// Carries out steps in order; stops at the first failure (what was loaded stays).
+    async fn run_steps(&self, steps: &[Step]) -> Result<(), String> {
+        let cluster = &self.state.cluster;
+        for step in steps {
+            match step {
+                Step::Load { worker, variant } => {
+                    let handle = cluster
+                        .handle(worker)
+                        .ok_or_else(|| format!("worker {worker} has left"))?;
+                    let served = cluster
+                        .served(variant)
+                        .ok_or_else(|| format!("variant {variant} is no longer served"))?;
+                    let req = crate::serving::load_request(&served);
+                    handle
+                        .load(&req)
+                        .await
+                        .map_err(|e| format!("loading {} failed: {e}", req.variant_name))?;
+                    cluster.loaded(worker, &req);
+                }
+                Step::Resize {
+                    worker,
+                    variant,
+                    threads,
+                } => {
+                    let handle = cluster
+                        .handle(worker)
+                        .ok_or_else(|| format!("worker {worker} has left"))?;
+                    handle
+                        .resize(variant, *threads)
+                        .await
+                        .map_err(|e| format!("resizing to {threads} threads failed: {e}"))?;
+                    cluster.resized(worker, variant, *threads);
+                }
+                Step::Unload { worker, variant } => {
+                    cluster.drain_instance(worker, variant);
+                    tokio::time::sleep(DRAIN_WAIT).await;
+                    if let Some(handle) = cluster.handle(worker) {
+                        handle
+                            .unload(variant)
+                            .await
+                            .map_err(|e| format!("unloading failed: {e}"))?;
+                    }
+                    cluster.unloaded(worker, variant);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn record_job(
+        &self,
+        app: &AppKey,
+        job: &ActionPlan,
+        variant: &str,
+        worker: &str,
+        result: Result<(), String>,
+    ) {
+        let (action, reason) = match &result {
+            Ok(()) => (job.action.to_string(), job.reason.clone()),
+            Err(e) => {
+                tracing::warn!(action = job.action, error = %e, "scaling action failed");
+                (
+                    format!("{}-failed", job.action),
+                    format!("{}; failed: {e}", job.reason),
+                )
+            }
+        };
+        metrics::counter!("infaas_autoscaler_actions_total", "action" => action.clone())
+            .increment(1);
+        tracing::info!(tenant = %app.0, app = %app.1, %action, %reason, "scaling action");
+        let worker_name = self
+            .state
+            .cluster
+            .worker_name(worker)
+            .unwrap_or_else(|| worker.to_string());
+        events::record(
+            &self.state.db,
+            Some(app),
+            Some(variant),
+            Some(&worker_name),
+            &action,
+            &reason,
+            job.cost_before_per_s,
+            job.cost_after_per_s,
+        )
+        .await;
+    }
+
+    /// One worker-autoscaler period.
+    async fn worker_period(self: &Arc<Self>) {
+        let now = Instant::now();
+        let snapshot = self.state.cluster.snapshot();
+        let by_name = self.state.cluster.worker_ids_by_name();
+        let (waiting, failed, shortage) = {
+            let mut book = lock(&self.book);
+            book.observe_workers(&snapshot, now);
+            for p in book.provisioned.values_mut() {
+                if by_name.contains_key(&p.worker.name) {
+                    p.registered = true;
+                }
+            }
+            // Applications served by provisioned workers (their removal concerns them).
+            for inst in snapshot.instances() {
+                if inst.state == InstanceState::Inactive {
+                    continue;
+                }
+                let worker = &snapshot.workers()[inst.worker];
+                let name = self.state.cluster.worker_name(&worker.id);
+                if let (Some(name), Some((_, app))) = (name, self.owner(&snapshot, inst.variant)) {
+                    if let Some(p) = book.provisioned.get_mut(&name) {
+                        p.apps.insert(app);
+                    }
+                }
+            }
+            let timeout = Duration::from_secs(self.cfg.worker_start_timeout_secs);
+            let (waiting, failed) = book.starting(now, timeout);
+            (waiting, failed, book.take_shortage(now))
+        };
+        for w in failed {
+            self.stop_worker(
+                w,
+                None,
+                "it did not register within the start timeout".into(),
+            )
+            .await;
+        }
+        let Some(provider) = self.provider.clone() else {
+            return;
+        };
+        let views = {
+            let book = lock(&self.book);
+            WorkerView::from_snapshot(&snapshot, &self.prices, |w| {
+                book.idle_for_s(&snapshot.workers()[w].id, now)
+            })
+        };
+        let wcfg = WorkerConfig {
+            utilisation: self.cfg.worker_utilisation,
+            overloaded_fraction: self.cfg.overloaded_fraction,
+            idle_cooldown_s: self.cfg.idle_cooldown_secs,
+            min_workers: 1,
+        };
+        let mut decided = scale_workers(&views, &wcfg);
+        let fleet: f64 = views
+            .iter()
+            .filter(|v| v.alive)
+            .map(|v| v.price_per_s)
+            .sum();
+        let adds = decided
+            .iter()
+            .any(|a| matches!(a.kind, ActionKind::AddWorker { .. }));
+        let mut apps: BTreeSet<AppKey> = BTreeSet::new();
+        if let Some(short) = &shortage {
+            apps.extend(short.apps.iter().cloned());
+            if !adds {
+                decided.insert(
+                    0,
+                    Action {
+                        kind: ActionKind::AddWorker {
+                            hardware: short.hardware,
+                        },
+                        reason: format!("no worker has room: {}", short.reason),
+                        cost_before_per_s: fleet,
+                        cost_after_per_s: fleet + self.worker_price(short.hardware),
+                    },
+                );
+            }
+        }
+        // Applications with Overloaded or Interfered instances also asked for the worker.
+        for inst in snapshot.instances() {
+            if matches!(
+                inst.state,
+                InstanceState::Overloaded | InstanceState::Interfered
+            ) {
+                if let Some((_, app)) = self.owner(&snapshot, inst.variant) {
+                    apps.insert(app);
+                }
+            }
+        }
+        let provisioned_live = {
+            let book = lock(&self.book);
+            book.provisioned.values().filter(|p| !p.stopping).count()
+        };
+        if provisioned_live < self.cfg.min_workers && !waiting {
+            decided.insert(
+                0,
+                Action {
+                    kind: ActionKind::AddWorker {
+                        hardware: HardwareKind::Cpu,
+                    },
+                    reason: format!(
+                        "{provisioned_live} provisioned workers run, min_workers is {}",
+                        self.cfg.min_workers
+                    ),
+                    cost_before_per_s: fleet,
+                    cost_after_per_s: fleet + self.worker_price(HardwareKind::Cpu),
+                },
+            );
+        }
+        let mut added = false;
+        for act in decided {
+            match act.kind {
+                ActionKind::AddWorker { hardware } => {
+                    if waiting || added {
+                        continue;
+                    }
+                    added = true;
+                    lock(&self.book).adding = true;
+                    let result = provider.add(hardware).await;
+                    let added_worker = {
+                        let mut book = lock(&self.book);
+                        book.adding = false;
+                        if let Ok(w) = &result {
+                            book.provisioned.insert(
+                                w.name.clone(),
+                                Provisioned {
+                                    worker: w.clone(),
+                                    apps: apps.clone(),
+                                    started: Instant::now(),
+                                    registered: false,
+                                    stopping: false,
+                                },
+                            );
+                        }
+                        result
+                    };
+                    match added_worker {
+                        Ok(w) => {
+                            let reason = format!("{} ({} provider)", act.reason, provider.kind());
+                            self.worker_event(&apps, &w.name, "add-worker", &reason, &act)
+                                .await;
+                        }
+                        Err(infaas_provision::ProvisionError::Exhausted(why)) => {
+                            tracing::debug!(%why, "no worker added");
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot add a worker");
+                            let reason = format!("{}; failed: {e}", act.reason);
+                            self.worker_event(&apps, "", "add-worker-failed", &reason, &act)
+                                .await;
+                        }
+                    }
+                }
+                ActionKind::RemoveWorker { worker } => {
+                    let Some(entry) = snapshot.workers().get(worker) else {
+                        continue;
+                    };
+                    let Some(name) = self.state.cluster.worker_name(&entry.id) else {
+                        continue;
+                    };
+                    let target = {
+                        let mut book = lock(&self.book);
+                        let live = book.provisioned.values().filter(|p| !p.stopping).count();
+                        match book.provisioned.get_mut(&name) {
+                            Some(p) if !p.stopping && live > self.cfg.min_workers => {
+                                p.stopping = true;
+                                Some(p.worker.clone())
+                            }
+                            _ => None,
+                        }
+                    };
+                    if let Some(w) = target {
+                        self.state.cluster.drain_worker(&entry.id);
+                        self.stop_worker(w, Some(&act), act.reason.clone()).await;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Price per second of one more worker of `hardware` like the provider starts.
+    fn worker_price(&self, hardware: HardwareKind) -> f64 {
+        let cfg = &self.state.config;
+        let cores = self
+            .cfg
+            .provisioned_worker_cores
+            .unwrap_or_else(|| cfg.worker_cores()) as f64;
+        cores * self.prices.cpu_core_per_s
+            + match hardware {
+                HardwareKind::Gpu => self.prices.gpu_per_s,
+                HardwareKind::Cpu => 0.0,
+            }
+    }
+
+    /// Stops a provisioned worker and records it.
+    async fn stop_worker(
+        self: &Arc<Self>,
+        w: ProvisionedWorker,
+        act: Option<&Action>,
+        reason: String,
+    ) {
+        let Some(provider) = self.provider.clone() else {
+            return;
+        };
+        let apps = lock(&self.book)
+            .provisioned
+            .get(&w.name)
+            .map(|p| p.apps.clone())
+            .unwrap_or_default();
+        let result = provider.remove(&w).await;
+        lock(&self.book).provisioned.remove(&w.name);
+        let (action, reason) = match result {
+            Ok(()) => (
+                "remove-worker",
+                format!("{reason} ({} provider)", provider.kind()),
+            ),
+            Err(e) => {
+                tracing::warn!(worker = %w.name, error = %e, "cannot stop a worker");
+                ("remove-worker-failed", format!("{reason}; failed: {e}"))
+            }
+        };
+        let price = self.worker_price(w.hardware);
+        let fallback = Action {
+            kind: ActionKind::AddWorker {
+                hardware: w.hardware,
+            },
+            reason: String::new(),
+            cost_before_per_s: price,
+            cost_after_per_s: 0.0,
+        };
+        self.worker_event(&apps, &w.name, action, &reason, act.unwrap_or(&fallback))
+            .await;
+    }
+
+    /// A worker event, once per application it concerns (once without one when none does).
+    async fn worker_event(
+        &self,
+        apps: &BTreeSet<AppKey>,
+        worker: &str,
+        action: &str,
+        reason: &str,
+        act: &Action,
+    ) {
+        metrics::counter!("infaas_autoscaler_actions_total", "action" => action.to_string())
+            .increment(1);
+        tracing::info!(%worker, %action, %reason, "worker scaling");
+        let worker = (!worker.is_empty()).then_some(worker);
+        if apps.is_empty() {
+            events::record(
+                &self.state.db,
+                None,
+                None,
+                worker,
+                action,
+                reason,
+                act.cost_before_per_s,
+                act.cost_after_per_s,
+            )
+            .await;
+        }
+        for app in apps {
+            events::record(
+                &self.state.db,
+                Some(app),
+                None,
+                worker,
+                action,
+                reason,
+                act.cost_before_per_s,
+                act.cost_after_per_s,
+            )
+            .await;
+        }
+    }
+
+    /// One exact-planner period: the ILP on the last model period's input.
+    async fn exact_period(self: Arc<Self>) {
+        let Some(input) = lock(&self.last_input).take() else {
+            return;
+        };
+        if input.demands.is_empty() {
+            return;
+        }
+        let prices = self.prices;
+        let cfg = self.scaling_config();
+        let snapshot = input.snapshot.clone();
+        let solved = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let greedy_plan = plan_with(
+                &input.snapshot,
+                &input.releasable,
+                &input.demands,
+                &input.ages,
+                prices,
+                cfg,
+                greedy,
+            )?;
+            let exact_plan = plan_with(
+                &input.snapshot,
+                &input.releasable,
+                &input.demands,
+                &input.ages,
+                prices,
+                cfg,
+                autoscale::exact,
+            )?;
+            Ok::<_, autoscale::ScalingError>((greedy_plan, exact_plan, started.elapsed()))
+        })
+        .await;
+        let (greedy_plan, exact_plan, took) = match solved {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the exact planner failed");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the exact planner task failed");
+                return;
+            }
+        };
+        let optimum = exact_plan.score.objective;
+        let diff = greedy_plan.score.objective - optimum;
+        let relative = if optimum.abs() > f64::MIN_POSITIVE {
+            diff / optimum.abs()
+        } else {
+            0.0
+        };
+        metrics::gauge!("infaas_autoscaler_greedy_gap_ratio").set(relative);
+        metrics::histogram!("infaas_autoscaler_exact_seconds").record(took.as_secs_f64());
+        tracing::info!(
+            greedy = greedy_plan.score.objective,
+            optimum,
+            gap = relative,
+            ms = took.as_secs_f64() * 1e3,
+            "exact planner: greedy's objective against the optimum"
+        );
+        if relative <= self.cfg.exact_apply_gap || lock(&self.book).any_busy() {
+            return;
+        }
+        let threads = self.state.cluster.instance_threads();
+        let threads_of = |i: usize| {
+            let inst = &snapshot.instances()[i];
+            threads
+                .get(&inst.id)
+                .copied()
+                .unwrap_or(snapshot.variants()[inst.variant].threads)
+        };
+        let mut claims = ClaimedRoom::default();
+        let mut jobs = Vec::new();
+        let now = Instant::now();
+        {
+            let mut book = lock(&self.book);
+            for act in &exact_plan.actions {
+                let Some((family, app)) = self.action_owner(&snapshot, act) else {
+                    continue;
+                };
+                let mut act = act.clone();
+                act.reason = format!(
+                    "{}; exact planner: greedy's objective is {:.1}% above the optimum",
+                    act.reason,
+                    relative * 100.0
+                );
+                self.resolve_into(
+                    &snapshot,
+                    &act,
+                    &mut claims,
+                    &threads_of,
+                    &family,
+                    &app,
+                    &mut jobs,
+                    &mut book,
+                    now,
+                );
+            }
+        }
+        self.spawn_jobs(&snapshot, jobs);
+    }
+}
+
+/// Families whose capacity after `plan` stays below `slack` times their load (the plan could
+/// not place what they need): family, hardware of their variants, rows/s missing.
+fn short_families(
+    s: &Snapshot,
+    demands: &[DemandSpec],
+    plan: &Plan,
+    slack: f64,
+) -> Vec<(FamilyKey, HardwareKind, f64)> {
+    if plan.score.unserved_qps <= 0.0 {
+        return Vec::new();
+    }
+    let peak = |v: usize| s.variants().get(v).map_or(0.0, |v| v.peak_qps());
+    let inst_variant = |i: usize| s.instances().get(i).map(|i| i.variant);
+    let mut out = Vec::new();
+    for d in demands {
+        let variants = s.model_variants(&d.tenant, &d.model);
+        let mut capacity: f64 = variants
+            .iter()
+            .map(|&v| {
+                s.variant_instances(v)
+                    .iter()
+                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
+                    .count() as f64
+                    * peak(v)
+            })
+            .sum();
+        for a in &plan.actions {
+            let (add, remove) = match a.kind {
+                ActionKind::Replicate { variant, .. } => (Some(variant), None),
+                ActionKind::Upgrade { from, to, .. } | ActionKind::Downgrade { from, to, .. } => {
+                    (Some(to), inst_variant(from))
+                }
+                ActionKind::RemoveReplica { instance } => (None, inst_variant(instance)),
+                _ => (None, None),
+            };
+            if let Some(v) = add.filter(|v| variants.contains(v)) {
+                capacity += peak(v);
+            }
+            if let Some(v) = remove.filter(|v| variants.contains(v)) {
+                capacity -= peak(v);
+            }
+        }
+        let missing = slack * d.load_qps - capacity;
+        if missing > 0.0 {
+            let hardware = variants
+                .first()
+                .map_or(HardwareKind::Cpu, |&v| s.variants()[v].hardware);
+            out.push(((d.tenant.clone(), d.model.clone()), hardware, missing));
+        }
+    }
+    out
+}
+
+/// The model-scaling input of `demands` on `s` (with its `releasable` workers), solved by
+/// `policy`.
+fn plan_with(
+    s: &Snapshot,
+    releasable: &[bool],
+    demands: &[DemandSpec],
+    ages: &[f64],
+    prices: Prices,
+    cfg: ScalingConfig,
+    policy: fn(&ScalingInput) -> Result<Plan, autoscale::ScalingError>,
+) -> Result<Plan, autoscale::ScalingError> {
+    let fd: Vec<FamilyDemand> = demands
+        .iter()
+        .map(|d| FamilyDemand {
+            tenant: &d.tenant,
+            model: &d.model,
+            load_qps: Some(d.load_qps),
+            slo_ms: d.slo_ms,
+            min_accuracy: d.min_accuracy,
+        })
+        .collect();
+    let input =
+        ScalingInput::from_snapshot(s, &fd, |i| ages.get(i).copied().unwrap_or(0.0), prices, cfg)
+            .with_releasable(releasable.to_vec());
+    policy(&input)
+}
+
+/// Runs `period` every `every` until `shutdown`.
+async fn periodic<F, Fut>(
+    scaler: Arc<Autoscaler>,
+    every: Duration,
+    shutdown: CancellationToken,
+    period: F,
+) where
+    F: Fn(Arc<Autoscaler>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        period(scaler.clone()).await;
+    }
+}

@@ -1,0 +1,732 @@
+//! The controller's view of the cluster: workers (the embedded one and remote processes),
+//! their heartbeats and liveness, the state machine of every instance, and the selection
+//! index (a [`Snapshot`]) that queries read without locks held across awaits.
+
+pub mod catalog;
+pub mod demand;
+pub mod schema;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use infaas_core::HardwareKind;
+use infaas_executors::simulated::{LatencyProfile, ProfileError};
+use infaas_scheduler::{
+    next_state, offline::OnlineLoad, peak_qps, InFlight, InstanceEntry, InstanceFigures,
+    InstanceState, Prices, Snapshot, Thresholds, VariantEntry, WorkerEntry,
+};
+use infaas_store::Db;
+use infaas_worker::{
+    Heartbeat, InstanceReport, LoadRequest, NodeConfig, RemoteWorker, Worker, WorkerNode,
+};
+
+pub use infaas_worker::CallError;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+
+/// Settings of the embedded worker or a worker process; reads the simulated GPU's latency
+/// profile when one is configured.
+pub fn node_config(
+    config: &Config,
+    id: String,
+    name: String,
+    address: Option<String>,
+) -> Result<NodeConfig, ProfileError> {
+    let simulated_gpu = match &config.simulated_gpu_profile {
+        Some(spec) => {
+            let profile = LatencyProfile::load(spec)?;
+            tracing::info!(
+                worker = %name,
+                profile = %profile.source,
+                batch_sizes = profile.points.len(),
+                p50_ms_at_1 = profile.p50_ms(1),
+                "this worker offers a SIMULATED GPU: GPU variants run on the CPU and answer after the profiled latency"
+            );
+            Some(Arc::new(profile))
+        }
+        None => None,
+    };
+    let cores = config.worker_cores();
+    Ok(NodeConfig {
+        id,
+        name,
+        address,
+        cores,
+        thread_budget: config.worker_thread_budget.unwrap_or(cores * 4),
+        memory_budget_bytes: config.worker_memory_bytes.unwrap_or_else(|| {
+            infaas_worker::node::available_memory_bytes()
+                .map(|m| m / 2)
+                .unwrap_or(4 << 30)
+        }),
+        gpu: infaas_executors::runtime::gpu_available(),
+        simulated_gpu,
+        max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
+        inline_below: Duration::from_micros(config.inline_max_us),
+        queue_capacity_rows: config.queue_capacity_rows,
+        evict_idle_after: Duration::from_secs(config.evict_idle_secs),
+    })
+}
+
+/// A worker as the control plane reaches it: the embedded node or a remote process.
+pub type WorkerHandle = Arc<dyn Worker>;
+
+struct WorkerSlot {
+    handle: WorkerHandle,
+    beat: Heartbeat,
+    last_seen: Instant,
+    alive: bool,
+}
+
+pub use catalog::{Catalog, Served};
+
+/// Online queries measured over one-second windows: how busy they keep the workers and how
+/// many miss their SLO (what offline jobs yield to).
+#[derive(Debug, Default)]
+pub struct OnlineMeter {
+    window: Mutex<MeterWindow>,
+}
+
+#[derive(Debug, Default)]
+struct MeterWindow {
+    start: Option<Instant>,
+    busy_ms: f64,
+    queries: u64,
+    with_slo: u64,
+    missed: u64,
+    last: OnlineLoad,
+}
+
+const METER_WINDOW: Duration = Duration::from_secs(1);
+
+impl MeterWindow {
+    /// Closes the window when it is over (an empty one stands for the whole idle stretch).
+    fn roll(&mut self, now: Instant) {
+        let start = *self.start.get_or_insert(now);
+        let elapsed = now.duration_since(start);
+        if elapsed < METER_WINDOW {
+            return;
+        }
+        let secs = elapsed.as_secs_f64();
+        self.last = OnlineLoad {
+            busy_s_per_s: self.busy_ms / 1e3 / secs,
+            qps: self.queries as f64 / secs,
+            slo_miss_rate: if self.with_slo == 0 {
+                0.0
+            } else {
+                self.missed as f64 / self.with_slo as f64
+            },
+        };
+        *self = MeterWindow {
+            start: Some(now),
+            last: self.last,
+            ..MeterWindow::default()
+        };
+    }
+}
+
+impl OnlineMeter {
+    pub fn record(&self, latency_ms: f64, slo_ms: Option<f64>) {
+        if let Ok(mut w) = self.window.lock() {
+            w.roll(Instant::now());
+            w.busy_ms += latency_ms;
+            w.queries += 1;
+            if let Some(slo) = slo_ms {
+                w.with_slo += 1;
+                if latency_ms > slo {
+                    w.missed += 1;
+                }
+            }
+        }
+    }
+
+    /// The last complete window.
+    pub fn load(&self) -> OnlineLoad {
+        match self.window.lock() {
+            Ok(mut w) => {
+                w.roll(Instant::now());
+                w.last
+            }
+            Err(_) => OnlineLoad::default(),
+        }
+    }
+}
+
+pub struct Cluster {
+    /// Online query figures (offline jobs read them).
+    pub online: OnlineMeter,
+    db: Db,
+    prices: Prices,
+    thresholds: Thresholds,
+    heartbeat_timeout: Duration,
+    local: Option<Arc<WorkerNode>>,
+    workers: RwLock<HashMap<String, WorkerSlot>>,
+    catalog: RwLock<Arc<Catalog>>,
+    /// Live in-flight rows per instance id, attached to every rebuilt snapshot.
+    in_flight: Mutex<HashMap<String, InFlight>>,
+    states: Mutex<HashMap<String, InstanceState>>,
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Refreshes run one at a time, so an older read never replaces a newer one.
+    refreshing: tokio::sync::Mutex<()>,
+    /// Rows that arrived per variant, read by the autoscaler.
+    pub demand: demand::DemandMeter,
+    /// Instances being unloaded (by id): out of the index so no new query goes there.
+    draining: Mutex<HashMap<String, Instant>>,
+    /// Workers being stopped (by id): out of the index so nothing new goes there.
+    draining_workers: Mutex<HashMap<String, Instant>>,
+}
+
+/// How long a drained instance or worker stays out of the index at most (a worker that still
+/// reports it after this is shown again).
+const DRAIN_TTL: Duration = Duration::from_secs(60);
+/// How long a drained instance stays out of the index at least.
+const DRAIN_MIN: Duration = Duration::from_secs(5);
+
+/// Instance ids in the index: `{worker id}/{variant id}`.
+pub fn instance_id(worker: &str, variant: &str) -> String {
+    format!("{worker}/{variant}")
+}
+
+impl Cluster {
+    pub fn new(db: Db, config: &Config, local: Option<Arc<WorkerNode>>) -> Arc<Cluster> {
+        let cluster = Arc::new(Cluster {
+            db,
+            prices: config.prices,
+            thresholds: Thresholds {
+                enter_interference: config.autoscale.interference_factor,
+                exit_interference: 0.8 * config.autoscale.interference_factor,
+                ..Thresholds::default()
+            },
+            heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
+            local: local.clone(),
+            workers: RwLock::new(HashMap::new()),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            in_flight: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
+            snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
+            refreshing: tokio::sync::Mutex::new(()),
+            online: OnlineMeter::default(),
+            demand: Default::default(),
+            draining: Mutex::new(HashMap::new()),
+            draining_workers: Mutex::new(HashMap::new()),
+        });
+        if let Some(node) = local {
+            cluster.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
+        }
+        cluster
+    }
+
+    pub fn prices(&self) -> &Prices {
+        &self.prices
+    }
+
+    /// The selection index as of the last change.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The served variants as of the last refresh.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    pub fn served(&self, variant_id: &str) -> Option<Arc<Served>> {
+        self.catalog().variant(variant_id).cloned()
+    }
+
+    pub fn handle(&self, worker_id: &str) -> Option<WorkerHandle> {
+        let workers = self.workers.read().ok()?;
+        workers
+            .get(worker_id)
+            .filter(|w| w.alive)
+            .map(|w| w.handle.clone())
+    }
+
+    fn upsert_worker(&self, handle: WorkerHandle, beat: Heartbeat) {
+        if let Ok(mut workers) = self.workers.write() {
+            let id = beat.worker.id.clone();
+            match workers.get_mut(&id) {
+                Some(slot) => {
+                    slot.beat = beat;
+                    slot.last_seen = Instant::now();
+                    slot.alive = true;
+                }
+                None => {
+                    tracing::info!(worker = %beat.worker.name, address = ?beat.worker.address, "worker joined");
+                    workers.insert(
+                        id,
+                        WorkerSlot {
+                            handle,
+                            beat,
+                            last_seen: Instant::now(),
+                            alive: true,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// A heartbeat of a remote worker: registers it when new.
+    pub fn on_heartbeat(&self, beat: Heartbeat, token: &str) {
+        let handle = beat
+            .worker
+            .address
+            .as_deref()
+            .map(|a| Arc::new(RemoteWorker::new(a, token)) as WorkerHandle);
+        if let Some(handle) = handle {
+            self.upsert_worker(handle, beat);
+            self.rebuild();
+        }
+    }
+
+    /// Marks a worker dead at once (it failed a call); its next heartbeat revives it.
+    pub fn suspect(&self, worker_id: &str) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if !w.handle.is_embedded() && w.alive {
+                    tracing::warn!(worker = %w.beat.worker.name, "worker failed a call; taken out of the index");
+                    w.alive = false;
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Records a load that just completed so the next query sees the instance.
+    pub fn loaded(&self, worker_id: &str, req: &LoadRequest) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if !w
+                    .beat
+                    .instances
+                    .iter()
+                    .any(|i| i.variant_id == req.variant_id)
+                {
+                    w.beat.threads_used += req.threads;
+                    w.beat.memory_used_bytes += req.memory_bytes;
+                    w.beat.instances.push(InstanceReport {
+                        variant_id: req.variant_id.clone(),
+                        variant_name: req.variant_name.clone(),
+                        threads: req.threads,
+                        max_batch: req.max_batch,
+                        memory_bytes: req.memory_bytes,
+                        queue_rows: 0,
+                        in_flight: false,
+                        requests_total: 0,
+                        rows_total: 0,
+                        errors_total: 0,
+                        qps: 0.0,
+                        latency_p50_ms: 0.0,
+                        latency_p99_ms: 0.0,
+                        exec_p50_ms: 0.0,
+                        exec_p99_ms: 0.0,
+                        batch_histogram: Vec::new(),
+                        idle_ms: 0,
+                    });
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Takes an instance out of the index before it is unloaded: new queries go elsewhere
+    /// while those already sent finish.
+    pub fn drain_instance(&self, worker_id: &str, variant_id: &str) {
+        if let Ok(mut d) = self.draining.lock() {
+            d.insert(instance_id(worker_id, variant_id), Instant::now());
+        }
+        self.rebuild();
+    }
+
+    /// Whether an instance is being unloaded.
+    pub fn is_draining(&self, worker_id: &str, variant_id: &str) -> bool {
+        self.draining
+            .lock()
+            .is_ok_and(|d| d.contains_key(&instance_id(worker_id, variant_id)))
+    }
+
+    /// Records an unload that completed so the index forgets the instance at once.
+    pub fn unloaded(&self, worker_id: &str, variant_id: &str) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if let Some(pos) = w
+                    .beat
+                    .instances
+                    .iter()
+                    .position(|i| i.variant_id == variant_id)
+                {
+                    let i = w.beat.instances.remove(pos);
+                    w.beat.threads_used = w.beat.threads_used.saturating_sub(i.threads);
+                    w.beat.memory_used_bytes =
+                        w.beat.memory_used_bytes.saturating_sub(i.memory_bytes);
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Records a resize that completed (the instance's threads in the index).
+    pub fn resized(&self, worker_id: &str, variant_id: &str, threads: usize) {
+        if let Ok(mut workers) = self.workers.write() {
+            if let Some(w) = workers.get_mut(worker_id) {
+                if let Some(i) = w
+                    .beat
+                    .instances
+                    .iter_mut()
+                    .find(|i| i.variant_id == variant_id)
+                {
+                    w.beat.threads_used =
+                        w.beat.threads_used - i.threads.min(w.beat.threads_used) + threads;
+                    i.threads = threads;
+                }
+            }
+        }
+        self.rebuild();
+    }
+
+    /// Takes a worker out of the index before it is stopped.
+    pub fn drain_worker(&self, worker_id: &str) {
+        if let Ok(mut d) = self.draining_workers.lock() {
+            d.insert(worker_id.to_string(), Instant::now());
+        }
+        self.rebuild();
+    }
+
+    /// Intra-op threads of every instance as the workers last reported them, by instance id.
+    pub fn instance_threads(&self) -> HashMap<String, usize> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .flat_map(|s| {
+                        s.beat
+                            .instances
+                            .iter()
+                            .map(|i| (instance_id(&s.beat.worker.id, &i.variant_id), i.threads))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Live workers by name: `name -> id`.
+    pub fn worker_ids_by_name(&self) -> HashMap<String, String> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .filter(|s| s.alive)
+                    .map(|s| (s.beat.worker.name.clone(), s.beat.worker.id.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Names of workers by id (live or not).
+    pub fn worker_name(&self, worker_id: &str) -> Option<String> {
+        self.workers
+            .read()
+            .ok()?
+            .get(worker_id)
+            .map(|s| s.beat.worker.name.clone())
+    }
+
+    /// Forgets drains that are over: the worker no longer reports the instance, or the
+    /// worker is gone.
+    fn expire_drains(&self) {
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        if let Ok(mut d) = self.draining.lock() {
+            d.retain(|id, since| {
+                let reported = id.split_once('/').is_some_and(|(w, v)| {
+                    workers.get(w).is_some_and(|s| {
+                        s.alive && s.beat.instances.iter().any(|i| i.variant_id == v)
+                    })
+                });
+                // Kept a little past the unload: a heartbeat sent just before it must not
+                // bring the instance back.
+                since.elapsed() < DRAIN_MIN || (reported && since.elapsed() < DRAIN_TTL)
+            });
+        }
+        if let Ok(mut d) = self.draining_workers.lock() {
+            d.retain(|id, since| {
+                workers.get(id).is_some_and(|s| s.alive) && since.elapsed() < DRAIN_TTL
+            });
+        }
+    }
+
+    /// Reloads the served variants from the database.
+    pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        let fresh = Catalog::build(self.db.serving_catalog().await?);
+        if !self.catalog().same_variants(&fresh) {
+            if let Ok(mut c) = self.catalog.write() {
+                *c = Arc::new(fresh);
+            }
+            self.rebuild();
+        }
+        Ok(())
+    }
+
+    /// One monitoring period: the embedded worker's figures, liveness, instance states.
+    pub fn tick(&self) {
+        if let Some(node) = &self.local {
+            self.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
+        }
+        if let Ok(mut workers) = self.workers.write() {
+            for w in workers.values_mut() {
+                let stale = w.last_seen.elapsed() > self.heartbeat_timeout;
+                if w.alive && stale && !w.handle.is_embedded() {
+                    tracing::warn!(worker = %w.beat.worker.name, "no heartbeat: worker marked dead");
+                    w.alive = false;
+                }
+            }
+            // Forget workers that have been dead for a long time.
+            workers.retain(|_, w| w.alive || w.last_seen.elapsed() < self.heartbeat_timeout * 20);
+        }
+        self.update_states();
+        self.expire_drains();
+        self.rebuild();
+    }
+
+    fn update_states(&self) {
+        let catalog = self.catalog();
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        let Ok(mut states) = self.states.lock() else {
+            return;
+        };
+        let mut seen = std::collections::HashSet::new();
+        for w in workers.values().filter(|w| w.alive) {
+            for i in &w.beat.instances {
+                let id = instance_id(&w.beat.worker.id, &i.variant_id);
+                let Some(served) = catalog.variant(&i.variant_id) else {
+                    continue;
+                };
+                let v = &served.entry.variant;
+                let typical = v
+                    .latency
+                    .iter()
+                    .find(|p| p.batch >= typical_batch(i))
+                    .or(v.latency.last());
+                let (peak, p99_profiled) = match (
+                    v.latency
+                        .iter()
+                        .find(|p| p.batch >= v.max_batch)
+                        .or(v.latency.last()),
+                    typical,
+                ) {
+                    (Some(max), Some(t)) => (peak_qps(max.batch, max.mean_ms), t.p99_ms),
+                    _ => continue,
+                };
+                let figures = InstanceFigures {
+                    loaded: true,
+                    qps: i.qps,
+                    peak_qps: peak,
+                    queue_len: i.queue_rows,
+                    max_batch: i.max_batch,
+                    // An instance that served nothing in the window has no current latency
+                    // (its percentiles are stale), so it cannot stay Interfered on them.
+                    p99_ms_observed: (i.requests_total > 0 && i.qps > 0.0 && i.exec_p99_ms > 0.0)
+                        .then_some(i.exec_p99_ms),
+                    p99_ms_profiled: p99_profiled,
+                };
+                let prev = states.get(&id).copied().unwrap_or(InstanceState::Inactive);
+                let next = next_state(prev, &figures, &self.thresholds);
+                if next != prev {
+                    tracing::info!(instance = %id, variant = %i.variant_name, from = prev.as_str(), to = next.as_str(), "instance state changed");
+                }
+                states.insert(id.clone(), next);
+                seen.insert(id);
+            }
+        }
+        states.retain(|id, _| seen.contains(id));
+    }
+
+    /// Rebuilds the selection index from the catalog, live workers and their instances.
+    pub fn rebuild(&self) {
+        let catalog = self.catalog();
+        let Ok(workers) = self.workers.read() else {
+            return;
+        };
+        let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
+        let draining = self.draining.lock().map(|d| d.clone()).unwrap_or_default();
+        let draining_workers = self
+            .draining_workers
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default();
+        let mut b = Snapshot::builder();
+        let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
+        served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
+        for s in served {
+            let v = &s.entry.variant;
+            let entry = VariantEntry {
+                id: v.id.clone(),
+                name: v.name.clone(),
+                model: s.entry.model.clone(),
+                app: schema::app_key(&s.entry.app, &s.schema_key),
+                accuracy: v.accuracy.unwrap_or(0.0),
+                hardware: v.hardware,
+                threads: v.threads,
+                max_batch: v.max_batch,
+                load_ms: v.load_ms.unwrap_or(0.0),
+                memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
+                latency: v.latency.clone(),
+            };
+            if let Err(e) = b.add_variant(&s.entry.tenant_id, entry) {
+                tracing::debug!(variant = %v.name, error = %e, "variant left out of the index");
+            }
+        }
+        let mut worker_idx = HashMap::new();
+        for w in workers.values() {
+            // Instances idle long enough to be evicted do not count against the budget.
+            let evictable: (usize, u64) = w
+                .beat
+                .instances
+                .iter()
+                .filter(|i| i.idle_ms > 30_000 && i.queue_rows == 0 && !i.in_flight)
+                .fold((0, 0), |(t, m), i| (t + i.threads, m + i.memory_bytes));
+            let entry = WorkerEntry {
+                id: w.beat.worker.id.clone(),
+                hardware: w.beat.worker.hardware.clone(),
+                cores: w.beat.worker.thread_budget,
+                cores_used: w.beat.threads_used.saturating_sub(evictable.0),
+                memory_bytes: w.beat.worker.memory_budget_bytes,
+                memory_used: w.beat.memory_used_bytes.saturating_sub(evictable.1),
+                alive: w.alive && !draining_workers.contains_key(&w.beat.worker.id),
+                utilisation: w.beat.utilisation,
+            };
+            if let Ok(idx) = b.add_worker(entry) {
+                worker_idx.insert(w.beat.worker.id.clone(), idx);
+            }
+        }
+        let mut snapshot = b.build();
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return;
+        };
+        let mut live = HashMap::with_capacity(in_flight.len());
+        for w in workers.values().filter(|w| w.alive) {
+            let Some(&widx) = worker_idx.get(&w.beat.worker.id) else {
+                continue;
+            };
+            for i in &w.beat.instances {
+                let Some(vidx) = snapshot.variant_index(&i.variant_id) else {
+                    continue;
+                };
+                let id = instance_id(&w.beat.worker.id, &i.variant_id);
+                if draining.contains_key(&id) {
+                    continue;
+                }
+                let state = states.get(&id).copied().unwrap_or(InstanceState::Active);
+                let counter = in_flight.remove(&id).unwrap_or_default();
+                if let Ok(idx) = snapshot.add_instance(InstanceEntry {
+                    id: id.clone(),
+                    variant: vidx,
+                    worker: widx,
+                    state,
+                    queue_len: i.queue_rows,
+                    qps: i.qps,
+                }) {
+                    let _ = snapshot.attach_in_flight(idx, counter.clone());
+                    live.insert(id, counter);
+                }
+            }
+        }
+        // Counters of instances that left the index are dropped with the old map.
+        *in_flight = live;
+        if let Ok(mut s) = self.snapshot.write() {
+            *s = Arc::new(snapshot);
+        }
+    }
+
+    /// Monitoring loop: figures and states every second, the catalog every two.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut n = 0u64;
+        loop {
+            if n.is_multiple_of(2) {
+                if let Err(e) = self.refresh_catalog().await {
+                    tracing::error!(error = %e, "cannot refresh the serving catalog");
+                }
+            }
+            self.tick();
+            n += 1;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    /// Workers as the API shows them.
+    pub fn workers_view(&self) -> Vec<(Heartbeat, bool, u64)> {
+        self.workers
+            .read()
+            .map(|w| {
+                w.values()
+                    .map(|s| {
+                        (
+                            s.beat.clone(),
+                            s.alive,
+                            s.last_seen.elapsed().as_millis() as u64,
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn instance_state(&self, worker: &str, variant: &str) -> InstanceState {
+        self.states
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&instance_id(worker, variant)).copied())
+            .unwrap_or(InstanceState::Active)
+    }
+
+    /// Whether some live worker offers a GPU, real or simulated (GPU variants are generated
+    /// only then).
+    pub fn gpu_offered(&self) -> bool {
+        self.workers.read().is_ok_and(|w| {
+            w.values()
+                .any(|s| s.alive && s.beat.worker.hardware.contains(&HardwareKind::Gpu))
+        })
+    }
+
+    /// The latency profile of a live worker's simulated GPU (the first by worker name), which
+    /// GPU variants are profiled with when the controller has no GPU of its own.
+    pub fn simulated_gpu(&self) -> Option<LatencyProfile> {
+        let workers = self.workers.read().ok()?;
+        let mut live: Vec<&WorkerSlot> = workers
+            .values()
+            .filter(|s| s.alive && s.beat.worker.simulated_gpu.is_some())
+            .collect();
+        live.sort_by(|a, b| a.beat.worker.name.cmp(&b.beat.worker.name));
+        live.first()
+            .and_then(|s| s.beat.worker.simulated_gpu.clone())
+    }
+
+    pub fn hardware_of(&self, variant_id: &str) -> HardwareKind {
+        self.served(variant_id)
+            .map(|s| s.entry.variant.hardware)
+            .unwrap_or(HardwareKind::Cpu)
+    }
+}
+
+fn typical_batch(i: &InstanceReport) -> usize {
+    i.batch_histogram
+        .iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(b, _)| *b)
+        .unwrap_or(1)
+}

@@ -1,0 +1,140 @@
+//! The control plane as one value: configuration, stores, tenancy, the cluster view, the
+//! registry's queue, usage. Its loops are started by [`crate::loops`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use infaas_store::{open_object_store, Db, ObjectStore, ObjectStoreConfig};
+
+use crate::cluster::Cluster;
+use crate::config::Config;
+use crate::error::Error;
+use crate::registry::Registry;
+use crate::tenancy::{KeyCache, RateLimiter, TokenIssuer};
+use crate::usage::UsageRecorder;
+
+const JWT_SECRET_SETTING: &str = "jwt_hs256_secret";
+const CLUSTER_TOKEN_SETTING: &str = "cluster_token";
+
+/// Cheap to clone: everything lives behind one `Arc`.
+#[derive(Clone)]
+pub struct ControlPlane {
+    inner: Arc<Parts>,
+}
+
+/// What the control plane is made of.
+pub struct Parts {
+    pub config: Config,
+    pub db: Db,
+    pub objects: Arc<dyn ObjectStore>,
+    pub tokens: TokenIssuer,
+    pub key_cache: KeyCache,
+    pub limiter: RateLimiter,
+    pub registry: Registry,
+    pub cluster: Arc<Cluster>,
+    pub usage: Arc<UsageRecorder>,
+    /// Shared secret of worker <-> controller traffic.
+    pub cluster_token: String,
+    /// The ONNX Runtime library in use, or why it could not be loaded.
+    pub runtime: Result<std::path::PathBuf, String>,
+}
+
+impl std::ops::Deref for ControlPlane {
+    type Target = Parts;
+    fn deref(&self) -> &Parts {
+        &self.inner
+    }
+}
+
+/// The cluster token in force: configured, or generated once and kept in the database.
+pub async fn cluster_token(config: &Config, db: &Db) -> anyhow::Result<String> {
+    Ok(match &config.cluster_token {
+        Some(t) => t.clone(),
+        None => {
+            let fresh = hex::encode(rand::random::<[u8; 24]>());
+            db.setting_or_insert(CLUSTER_TOKEN_SETTING, &fresh).await?
+        }
+    })
+}
+
+impl ControlPlane {
+    pub fn new(parts: Parts) -> ControlPlane {
+        ControlPlane {
+            inner: Arc::new(parts),
+        }
+    }
+
+    /// Connects to the database and object store, loads ONNX Runtime and the serving
+    /// catalog, and starts the embedded worker.
+    pub async fn open(config: Config) -> anyhow::Result<ControlPlane> {
+        let db_url = config.database_url();
+        let db = Db::connect(&db_url)
+            .await
+            .with_context(|| format!("connecting to {}", infaas_store::db::redact(&db_url)))?;
+        let store_cfg = ObjectStoreConfig::parse(
+            &config.object_store(),
+            config.s3_endpoint.clone(),
+            config.s3_region.clone(),
+        )?;
+        let objects = open_object_store(&store_cfg)
+            .await
+            .with_context(|| format!("opening object store {}", config.object_store()))?;
+        let secret = match &config.jwt_secret {
+            Some(s) => s.clone(),
+            None => {
+                // Generated on first run and kept in the database, so every controller that
+                // shares the database accepts the others' tokens and restarts keep sessions.
+                let fresh = hex::encode(rand::random::<[u8; 32]>());
+                db.setting_or_insert(JWT_SECRET_SETTING, &fresh).await?
+            }
+        };
+        let tokens = TokenIssuer::new(secret.as_bytes(), Duration::from_secs(config.jwt_ttl_secs));
+        let runtime = infaas_executors::runtime::init_runtime(config.ort_dylib_path.as_deref())
+            .map_err(|e| e.to_string());
+        match &runtime {
+            Ok(path) => tracing::info!(library = %path.display(), "ONNX Runtime loaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "ONNX Runtime is not available: models cannot be registered or served")
+            }
+        }
+        let cluster_token = cluster_token(&config, &db).await?;
+        let node = Arc::new(infaas_worker::WorkerNode::new(
+            crate::cluster::node_config(
+                &config,
+                format!("embedded-{}", uuid::Uuid::new_v4()),
+                "embedded".into(),
+                None,
+            )
+            .context("the simulated GPU's latency profile")?,
+            objects.clone(),
+        ));
+        let cluster = Cluster::new(db.clone(), &config, Some(node));
+        if let Err(e) = cluster.refresh_catalog().await {
+            tracing::error!(error = %e, "cannot load the serving catalog");
+        }
+        Ok(ControlPlane::new(Parts {
+            cluster,
+            usage: Arc::new(UsageRecorder::default()),
+            cluster_token,
+            db,
+            objects,
+            tokens,
+            key_cache: KeyCache::default(),
+            limiter: RateLimiter::default(),
+            registry: Registry::default(),
+            runtime,
+            config,
+        }))
+    }
+
+    /// Fails with [`Error::Unavailable`] when ONNX Runtime could not be loaded at start.
+    pub fn runtime_ready(&self) -> Result<(), Error> {
+        match &self.runtime {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Unavailable(format!(
+                "ONNX Runtime is not available on this server: {e}"
+            ))),
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! The query path shared by `/v1/.../infer` and the v2 protocol: pick a variant and an
+//! instance for the query (scheduler), run it on the worker, retry once elsewhere when the
+//! worker fails, and record usage.
+
+use std::time::Instant;
+
+use infaas_core::Tensor;
+use infaas_scheduler::{select, variant_cost_per_query, Decision, Query, Target};
+use infaas_worker::LoadRequest;
+
+use crate::cluster::{schema, CallError, Served};
+use crate::error::Error;
+use crate::platform::ControlPlane;
+use crate::usage::QueryRecord;
+use infaas_scheduler::InFlightGuard;
+
+/// What a query targets.
+#[derive(Debug, Clone, Copy)]
+pub enum Goal<'a> {
+    App(&'a str),
+    Model(&'a str),
+}
+
+/// A query's requirements.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requirements {
+    pub latency_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+    pub max_cost: Option<f64>,
+}
+
+impl Requirements {
+    pub fn check(&self) -> Result<(), Error> {
+        if let Some(l) = self.latency_ms {
+            if !(l.is_finite() && l > 0.0) {
+                return Err(Error::Invalid(format!(
+                    "latency_ms must be a positive number of milliseconds, not {l}"
+                )));
+            }
+        }
+        if let Some(a) = self.min_accuracy {
+            if !(0.0..=1.0).contains(&a) {
+                return Err(Error::Invalid(format!(
+                    "min_accuracy must be a fraction in [0, 1], not {a}"
+                )));
+            }
+        }
+        if let Some(c) = self.max_cost {
+            if !(c.is_finite() && c >= 0.0) {
+                return Err(Error::Invalid(format!(
+                    "max_cost must be a non-negative number, not {c}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The answer to a query.
+pub struct Outcome {
+    pub outputs: Vec<Tensor>,
+    pub app: String,
+    pub model: String,
+    pub variant: String,
+    pub worker: String,
+    pub hardware: String,
+    pub accuracy: f64,
+    pub reason: String,
+    pub predicted_ms: f64,
+    pub latency_ms: f64,
+    pub cost: f64,
+}
+
+fn batch_rows(inputs: &[Tensor]) -> Result<usize, Error> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| Error::Invalid("the request has no inputs".into()))?;
+    if first.shape.is_empty() {
+        return Err(Error::Invalid(format!(
+            "input '{}' is a scalar; inputs need a batch dimension",
+            first.name
+        )));
+    }
+    let rows = first.shape[0];
+    if rows == 0 {
+        return Err(Error::Invalid(format!(
+            "input '{}' has no rows",
+            first.name
+        )));
+    }
+    for t in inputs {
+        if t.shape.first() != Some(&rows) {
+            return Err(Error::Invalid(format!(
+                "input '{}' has {} rows but input '{}' has {rows}; every input needs the same batch dimension",
+                t.name,
+                t.shape.first().copied().unwrap_or(0),
+                first.name
+            )));
+        }
+    }
+    let mut names: Vec<&str> = inputs.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::Invalid(format!("input '{}' is given twice", w[0])));
+    }
+    Ok(rows)
+}
+
+/// Checks that the target exists and has served variants that take `inputs`; returns the
+/// target's name in the selection index.
+async fn resolve(
+    state: &ControlPlane,
+    tenant: &str,
+    goal: Goal<'_>,
+    inputs: &[Tensor],
+) -> Result<String, Error> {
+    let cluster = &state.cluster;
+    match goal {
+        Goal::App(app) => {
+            let key_of = |c: &crate::cluster::Catalog| {
+                c.app(tenant, app)
+                    .map(|a| a.schema_for(inputs).map(|s| schema::app_key(app, &s.key)))
+            };
+            let mut catalog = cluster.catalog();
+            if !matches!(key_of(&catalog), Some(Some(_))) {
+                // A model of the application, or one taking these inputs, may have become
+                // ready since the last refresh (or on another controller).
+                if let Err(e) = cluster.refresh_catalog().await {
+                    tracing::warn!(error = %e, "cannot refresh the serving catalog");
+                }
+                catalog = cluster.catalog();
+            }
+            match catalog.app(tenant, app) {
+                Some(serving) => match serving.schema_for(inputs) {
+                    Some(s) => Ok(schema::app_key(app, &s.key)),
+                    None => {
+                        let takes: Vec<String> = serving
+                            .schemas
+                            .iter()
+                            .map(|s| schema::describe(&s.inputs))
+                            .collect();
+                        let given: Vec<String> = inputs
+                            .iter()
+                            .map(|t| format!("{} {} {:?}", t.name, t.dtype(), t.shape))
+                            .collect();
+                        Err(Error::Invalid(format!(
+                            "no model of application '{app}' takes inputs {}; its models take: {}",
+                            given.join(", "),
+                            takes.join(" | ")
+                        )))
+                    }
+                },
+                None => Err(not_serving(state, tenant, Some(app), None).await),
+            }
+        }
+        Goal::Model(model) => {
+            if cluster.catalog().model(tenant, model).is_none() {
+                if let Err(e) = cluster.refresh_catalog().await {
+                    tracing::warn!(error = %e, "cannot refresh the serving catalog");
+                }
+                if cluster.catalog().model(tenant, model).is_none() {
+                    return Err(not_serving(state, tenant, None, Some(model)).await);
+                }
+            }
+            Ok(model.to_string())
+        }
+    }
+}
+
+/// Why an application or model that serves no variant cannot take a query or a job:
+/// - it does not exist, or the application has no model left: 404;
+/// - a model of it is still being generated or profiled: 503 (temporary, retry later);
+/// - every model of it failed registration: 409 (permanent until a model is registered again).
+pub async fn not_serving(
+    state: &ControlPlane,
+    tenant: &str,
+    app: Option<&str>,
+    model: Option<&str>,
+) -> Error {
+    not_serving_why(state, tenant, app, model)
+        .await
+        .unwrap_or_else(|e| e)
+}
+
+async fn not_serving_why(
+    state: &ControlPlane,
+    tenant: &str,
+    app: Option<&str>,
+    model: Option<&str>,
+) -> Result<Error, Error> {
+    use infaas_core::ModelStatus;
+    let failed = |statuses: &[ModelStatus]| statuses.iter().all(|s| *s == ModelStatus::Failed);
+    Ok(match (app, model) {
+        (Some(app), _) => {
+            let apps = state.db.list_apps(tenant).await?;
+            if !apps.iter().any(|(a, _)| a.name == app) {
+                return Ok(Error::NotFound(format!("application '{app}' not found")));
+            }
+            let statuses: Vec<ModelStatus> = state
+                .db
+                .list_models(tenant, Some(app))
+                .await?
+                .iter()
+                .map(|m| m.status)
+                .collect();
+            if statuses.is_empty() {
+                Error::NotFound(format!(
+                    "application '{app}' has no models; register one with POST /v1/models"
+                ))
+            } else if failed(&statuses) {
+                Error::Conflict(format!(
+                    "no model of application '{app}' can serve: every one failed registration (see GET /v1/apps/{app}); register one again"
+                ))
+            } else {
+                Error::Unavailable(format!(
+                    "no model of application '{app}' is ready yet: variants are being generated and profiled (see GET /v1/apps/{app}); retry later"
+                ))
+            }
+        }
+        (None, Some(model)) => {
+            let m = state.db.get_model(tenant, model).await?;
+            if failed(&[m.status]) {
+                Error::Conflict(format!(
+                    "model '{model}' cannot serve: its registration failed (see GET /v1/models/{model}); register it again"
+                ))
+            } else {
+                Error::Unavailable(format!(
+                    "model '{model}' is not ready yet (status {}; see GET /v1/models/{model}); retry later",
+                    m.status.as_str()
+                ))
+            }
+        }
+        (None, None) => Error::Invalid("give an application or a model".into()),
+    })
+}
+
+/// What a worker needs to load an instance of a served variant.
+pub fn load_request(s: &Served) -> LoadRequest {
+    let v = &s.entry.variant;
+    LoadRequest {
+        variant_id: v.id.clone(),
+        variant_name: v.name.clone(),
+        object_key: s.entry.object_key.clone(),
+        hardware: v.hardware,
+        threads: v.threads,
+        max_batch: v.max_batch,
+        memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
+    }
+}
+
+/// Serves one query.
+pub async fn serve(
+    state: &ControlPlane,
+    tenant: &str,
+    goal: Goal<'_>,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+) -> Result<Outcome, Error> {
+    req.check()?;
+    let rows = batch_rows(&inputs)?;
+    let started = Instant::now();
+    let name = resolve(state, tenant, goal, &inputs).await?;
+    state.runtime_ready()?;
+    let target = match goal {
+        Goal::App(_) => Target::App(&name),
+        Goal::Model(_) => Target::Model(&name),
+    };
+    let query = Query {
+        tenant,
+        target,
+        latency_slo_ms: req.latency_ms,
+        min_accuracy: req.min_accuracy,
+        max_cost: req.max_cost,
+        rows,
+    };
+    let mut last_failure = None;
+    for attempt in 0..2 {
+        let snapshot = state.cluster.snapshot();
+        let decision = select(&snapshot, &query, state.cluster.prices());
+        let mut in_flight: Option<InFlightGuard> = None;
+        let (variant_idx, worker_idx, predicted_ms, reason, load) = match decision {
+            Decision::Serve {
+                instance,
+                variant,
+                predicted_ms,
+                reason,
+            } => {
+                let worker = snapshot.instances().get(instance).map(|i| i.worker);
+                in_flight = snapshot.in_flight(instance).map(|c| c.enter(rows));
+                (variant, worker, predicted_ms, reason, false)
+            }
+            Decision::Load {
+                variant,
+                worker,
+                predicted_ms,
+                wait,
+                reason,
+            } => {
+                let reason = if wait {
+                    reason
+                } else {
+                    format!("{reason}; no loaded variant meets the SLO, so this query waits for the load and may miss it")
+                };
+                (variant, Some(worker), predicted_ms, reason, true)
+            }
+            Decision::Unsatisfiable { closest, reason } => {
+                let suggestion = closest.and_then(|c| {
+                    let v = snapshot.variants().get(c.variant)?;
+                    Some(serde_json::json!({
+                        "variant": v.name,
+                        "model": v.model,
+                        "accuracy": c.accuracy,
+                        "latency_ms": c.latency_ms,
+                    }))
+                });
+                return Err(Error::Unsatisfiable {
+                    message: format!("no variant meets the requirements: {reason}"),
+                    suggestion,
+                });
+            }
+            Decision::NotFound => {
+                return Err(match goal {
+                    Goal::App(app) => Error::NotFound(format!("application '{app}' not found")),
+                    Goal::Model(m) => Error::NotFound(format!("model '{m}' not found")),
+                })
+            }
+        };
+        let (Some(v), Some(w)) = (
+            snapshot.variants().get(variant_idx),
+            worker_idx.and_then(|i| snapshot.workers().get(i)),
+        ) else {
+            return Err(Error::internal(anyhow::anyhow!(
+                "the selection pointed outside its snapshot"
+            )));
+        };
+        if attempt == 0 {
+            state
+                .cluster
+                .demand
+                .record(&v.id, rows, req.latency_ms, req.min_accuracy);
+        }
+        let served = state.cluster.served(&v.id).ok_or_else(|| {
+            Error::Unavailable(format!("variant '{}' was just removed; retry", v.name))
+        })?;
+        let handle = state
+            .cluster
+            .handle(&w.id)
+            .ok_or_else(|| Error::Unavailable("the chosen worker has just left; retry".into()))?;
+        let result = async {
+            if load {
+                let lr = load_request(&served);
+                handle.load(&lr).await?;
+                state.cluster.loaded(&w.id, &lr);
+            }
+            match handle
+                .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
+                .await
+            {
+                // Unloaded on purpose (scaled down or replaced): go elsewhere.
+                Err(CallError::NotLoaded) if state.cluster.is_draining(&w.id, &v.id) => {
+                    Err(CallError::NotLoaded)
+                }
+                // Evicted since the snapshot was taken: load it again.
+                Err(CallError::NotLoaded) => {
+                    let lr = load_request(&served);
+                    handle.load(&lr).await?;
+                    state.cluster.loaded(&w.id, &lr);
+                    handle
+                        .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
+                        .await
+                }
+                other => other,
+            }
+        }
+        .await;
+        drop(in_flight);
+        match result {
+            Ok(outputs) => {
+                let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+                state.cluster.online.record(latency_ms, req.latency_ms);
+                let cost = rows as f64
+                    * variant_cost_per_query(v, state.cluster.prices(), rows.min(v.max_batch));
+                state.usage.record(&QueryRecord {
+                    tenant_id: tenant,
+                    app: &served.entry.app,
+                    model: &served.entry.model,
+                    variant: &v.name,
+                    hardware: v.hardware.as_str(),
+                    rows,
+                    latency_ms,
+                    slo_ms: req.latency_ms,
+                    cost,
+                });
+                metrics::histogram!("infaas_query_latency_seconds", "hardware" => v.hardware.as_str())
+                    .record(latency_ms / 1e3);
+                return Ok(Outcome {
+                    outputs,
+                    app: served.entry.app.clone(),
+                    model: served.entry.model.clone(),
+                    variant: v.name.clone(),
+                    worker: w.id.clone(),
+                    hardware: v.hardware.as_str().to_string(),
+                    accuracy: v.accuracy,
+                    reason,
+                    predicted_ms,
+                    latency_ms,
+                    cost,
+                });
+            }
+            Err(CallError::Overloaded(msg)) => {
+                return Err(Error::RateLimited {
+                    message: format!("variant '{}' is overloaded: {msg}", v.name),
+                    retry_after_secs: 1,
+                })
+            }
+            Err(CallError::BadInput(msg)) => return Err(Error::Invalid(msg)),
+            Err(CallError::NotLoaded) => {
+                last_failure = Some(format!(
+                    "variant '{}' was unloaded during the query",
+                    v.name
+                ));
+            }
+            Err(e @ (CallError::Worker(_) | CallError::NoRoom(_) | CallError::Unauthorized(_))) => {
+                let msg = e.to_string();
+                tracing::warn!(worker = %w.id, variant = %v.name, attempt, error = %msg, "worker failed a query; retrying elsewhere");
+                state.cluster.suspect(&w.id);
+                last_failure = Some(msg);
+            }
+        }
+    }
+    Err(Error::Unavailable(format!(
+        "the query failed on two workers: {}",
+        last_failure.unwrap_or_default()
+    )))
+}

@@ -1,0 +1,110 @@
+//! Per-tenant request-rate limiting (token bucket; burst of two seconds' worth).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use infaas_core::Quotas;
+
+use infaas_store::Db;
+
+use crate::error::Error;
+
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+    quotas: Quotas,
+    quotas_at: Instant,
+}
+
+/// Quotas are re-read from the database at most this often, so a change applies quickly
+/// without a database round trip per request.
+const QUOTA_REFRESH: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+pub struct RateLimiter {
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl RateLimiter {
+    pub async fn check(&self, db: &Db, tenant_id: &str) -> Result<(), Error> {
+        let stale = match self.buckets.lock() {
+            Ok(map) => map
+                .get(tenant_id)
+                .is_none_or(|b| b.quotas_at.elapsed() > QUOTA_REFRESH),
+            Err(_) => true,
+        };
+        if stale {
+            let tenant = db.get_tenant(tenant_id).await.map_err(|e| match e {
+                infaas_store::StoreError::NotFound(_) => {
+                    Error::Unauthenticated("the tenant of this token no longer exists".into())
+                }
+                other => other.into(),
+            })?;
+            if let Ok(mut map) = self.buckets.lock() {
+                let now = Instant::now();
+                let b = map.entry(tenant_id.to_string()).or_insert(Bucket {
+                    tokens: tenant.quotas.requests_per_second * 2.0,
+                    last: now,
+                    quotas: tenant.quotas,
+                    quotas_at: now,
+                });
+                b.quotas = tenant.quotas;
+                b.quotas_at = now;
+            }
+        }
+        let Ok(mut map) = self.buckets.lock() else {
+            return Ok(());
+        };
+        let Some(b) = map.get_mut(tenant_id) else {
+            return Ok(());
+        };
+        let rate = b.quotas.requests_per_second.max(0.001);
+        let burst = (rate * 2.0).max(1.0);
+        let now = Instant::now();
+        b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * rate).min(burst);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = ((1.0 - b.tokens) / rate).ceil().max(1.0) as u64;
+            Err(Error::RateLimited {
+                message: format!(
+                    "rate limit exceeded: this tenant may send {rate} requests per second (burst {burst}); retry after {wait} s"
+                ),
+                retry_after_secs: wait,
+            })
+        }
+    }
+}
+
+/// Checks the model-count and stored-bytes quotas before something new is stored.
+pub async fn check_storage(
+    db: &Db,
+    tenant_id: &str,
+    new_models: i64,
+    new_bytes: i64,
+) -> Result<(), Error> {
+    let tenant = db.get_tenant(tenant_id).await?;
+    let q = tenant.quotas;
+    if new_models > 0 {
+        let models = db.count_models(tenant_id).await?;
+        if models + new_models > q.max_models {
+            return Err(Error::QuotaExceeded(format!(
+                "model quota exceeded: the tenant has {models} of at most {} models",
+                q.max_models
+            )));
+        }
+    }
+    if new_bytes > 0 {
+        let stored = db.stored_bytes(tenant_id).await?;
+        if stored + new_bytes > q.max_stored_bytes {
+            return Err(Error::QuotaExceeded(format!(
+                "storage quota exceeded: the tenant stores {stored} bytes; {new_bytes} more would pass its limit of {} bytes",
+                q.max_stored_bytes
+            )));
+        }
+    }
+    Ok(())
+}

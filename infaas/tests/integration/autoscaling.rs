@@ -1,0 +1,580 @@
+//! Autoscaling end to end: a load ramp (low, mid, high, low) at one application served by a
+//! real zoo model, with the model autoscaler, the worker autoscaler and the process provider
+//! starting a real `infaas worker` process. The scaling events served at
+//! `GET /v1/apps/{app}/scaling-events` show a downgrade at low load, an upgrade to a faster
+//! variant, replicas added, a worker started and later stopped, and replicas removed; no
+//! query gets a 5xx; the run costs less than holding its peak configuration throughout.
+//!
+//! Scale of the test: the zoo models saturate at tens of thousands of rows per second, far
+//! more than a 2-core CI machine can send over HTTP. Instead of the load, the test scales the
+//! thresholds: `slack` is set so that `slack x arrivals` crosses the measured saturation
+//! throughputs of the variants, and the arrival rates of the phases are chosen from the
+//! profiles the registration measured. Prices put a large weight on memory so that the
+//! variants of the model differ in price (the INT8 file is the smallest).
+//!
+//! The application starts on its dearest slow variant (loaded by the test, as a previous
+//! deployment would have left it), which the autoscaler downgrades at low load.
+//!
+//! `cargo nextest run -p infaas-api --test autoscaling`. Needs ONNX Runtime (`ORT_DYLIB_PATH`
+//! or the `scripts/setup.sh` cache).
+
+#![allow(clippy::unwrap_used)]
+
+use infaas_testing::platform as registry_common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use infaas_control::config::{AutoscaleConfig, Prices, WorkerProviderKind};
+use registry_common::backends::Backends;
+use registry_common::{
+    fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant,
+};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const APP: &str = "digits";
+const MODEL: &str = "digits-mlp-l";
+const SLACK: f64 = 2000.0;
+const PRICES: Prices = Prices {
+    cpu_core_per_s: 1e-5,
+    memory_gb_per_s: 1e-3,
+    gpu_per_s: 1e-4,
+};
+/// Memory budget of every worker (it is priced too).
+const WORKER_MEMORY: u64 = 256 << 20;
+
+/// One profiled variant as the test prices it.
+#[derive(Debug, Clone)]
+struct Variant {
+    name: String,
+    file: String,
+    max_batch: usize,
+    peak: f64,
+    rate: f64,
+}
+
+fn variants(model: &Value) -> Vec<Variant> {
+    model["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "profiled")
+        .map(|v| {
+            let max_batch = v["max_batch"].as_u64().unwrap() as usize;
+            let last = v["latency"].as_array().unwrap().last().unwrap().clone();
+            let threads = v["threads"].as_f64().unwrap();
+            let memory = v["memory_bytes"].as_f64().unwrap();
+            Variant {
+                name: v["name"].as_str().unwrap().to_string(),
+                file: v["file"].as_str().unwrap().to_string(),
+                max_batch,
+                peak: max_batch as f64 / last["mean_ms"].as_f64().unwrap() * 1000.0,
+                rate: threads * PRICES.cpu_core_per_s + memory / 1e9 * PRICES.memory_gb_per_s,
+            }
+        })
+        .collect()
+}
+
+/// Price per second of a worker the provider starts (1 core, its memory budget).
+fn worker_price() -> f64 {
+    PRICES.cpu_core_per_s + WORKER_MEMORY as f64 / 1e9 * PRICES.memory_gb_per_s
+}
+
+/// Statuses of the queries sent, by code.
+type Statuses = BTreeMap<u16, usize>;
+
+/// Instantaneous cost of the configuration, sampled: `(seconds since start, $/s)`.
+#[derive(Default)]
+struct Meter {
+    samples: Vec<(f64, f64)>,
+}
+
+impl Meter {
+    /// The run's cost (trapezoids) and the cost of holding the most expensive sampled
+    /// configuration for the whole run.
+    fn costs(&self) -> (f64, f64) {
+        let run: f64 = self
+            .samples
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) * (w[0].1 + w[1].1) / 2.0)
+            .sum();
+        let span =
+            self.samples.last().map_or(0.0, |l| l.0) - self.samples.first().map_or(0.0, |f| f.0);
+        let peak = self.samples.iter().map(|s| s.1).fold(0.0, f64::max);
+        (run, peak * span)
+    }
+}
+
+struct Ramp<'a> {
+    p: &'a Platform,
+    t: &'a Tenant,
+    by_name: BTreeMap<String, Variant>,
+    rows: Vec<Value>,
+    statuses: Arc<Mutex<Statuses>>,
+    meter: Meter,
+    began: Instant,
+    seen: usize,
+}
+
+impl Ramp<'_> {
+    /// Sends single-row queries at `rate` per second (constant gaps) for at least `min`,
+    /// until every action of `wanted` shows among the events that came after the previous
+    /// phase; fails after `max`. Samples the configuration's cost meanwhile.
+    async fn phase(
+        &mut self,
+        rate: f64,
+        min: Duration,
+        max: Duration,
+        wanted: &[&str],
+    ) -> Vec<Value> {
+        let gap = Duration::from_secs_f64(1.0 / rate);
+        let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        let mut next_check = start;
+        let mut i = 0u32;
+        let list = loop {
+            let now = Instant::now();
+            if now >= next_check {
+                next_check = now + Duration::from_millis(250);
+                let cost = configuration_cost(self.p, self.t, &self.by_name).await;
+                self.meter
+                    .samples
+                    .push((self.began.elapsed().as_secs_f64(), cost));
+                let list = events(self.p, self.t).await;
+                let done = wanted
+                    .iter()
+                    .all(|w| list.iter().skip(self.seen).any(|e| e["action"] == *w));
+                if done && start.elapsed() >= min {
+                    break list;
+                }
+                assert!(
+                    start.elapsed() < max,
+                    "not all of {wanted:?} within {max:?} at {rate:.1} queries/s; events: {:#?}",
+                    list.iter()
+                        .map(|e| format!("{} {}", e["action"], e["reason"]))
+                        .collect::<Vec<_>>()
+                );
+            }
+            let body = self.rows[i as usize % self.rows.len()].clone();
+            let req = self
+                .p
+                .http
+                .post(format!("{}/v1/apps/{APP}/infer", self.p.base))
+                .bearer_auth(&self.t.token)
+                .json(&body);
+            let statuses = self.statuses.clone();
+            tasks.spawn(async move {
+                let code = match req.send().await {
+                    Ok(r) => r.status().as_u16(),
+                    Err(_) => 0,
+                };
+                *statuses.lock().unwrap().entry(code).or_default() += 1;
+            });
+            i += 1;
+            tokio::time::sleep_until(tokio::time::Instant::from_std(start + gap * i)).await;
+        };
+        while tasks.join_next().await.is_some() {}
+        self.seen = list.len();
+        list
+    }
+}
+
+async fn events(p: &Platform, t: &Tenant) -> Vec<Value> {
+    let a = p
+        .get(t, &format!("/v1/apps/{APP}/scaling-events?limit=1000"))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let mut list = a.body["events"].as_array().unwrap().clone();
+    list.reverse();
+    list
+}
+
+fn actions(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The tenant's instances and the live provisioned workers, priced: `$/s` now.
+async fn configuration_cost(p: &Platform, t: &Tenant, by_name: &BTreeMap<String, Variant>) -> f64 {
+    let a = p.get(t, "/v1/workers").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let mut cost = 0.0;
+    for w in a.body["workers"].as_array().unwrap() {
+        if w["alive"] != true {
+            continue;
+        }
+        if w["name"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("worker-")
+        {
+            cost += worker_price();
+        }
+        for i in w["instances"].as_array().unwrap() {
+            if let Some(v) = by_name.get(i["variant"].as_str().unwrap()) {
+                cost += v.rate;
+            }
+        }
+    }
+    cost
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_ramp_scales_up_out_and_back_down() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    // One core per worker (variants run one intra-op thread); room for two instances each.
+    cfg.worker_cores = Some(1);
+    cfg.worker_thread_budget = Some(2);
+    cfg.worker_memory_bytes = Some(WORKER_MEMORY);
+    cfg.evict_idle_secs = 3600;
+    cfg.heartbeat_timeout_ms = 3000;
+    cfg.prices = PRICES;
+    cfg.log_level = "warn".into();
+    // Profiles steady enough to choose the phases' rates from.
+    cfg.profile_runs = 20;
+    cfg.profile_max_ms_per_batch = 200;
+    cfg.autoscale = AutoscaleConfig {
+        enabled: true,
+        model_interval_ms: 1000,
+        worker_interval_ms: 1000,
+        exact_interval_ms: 5000,
+        slack: SLACK,
+        scale_down: 3.0 * SLACK,
+        vertical: false,
+        worker_provider: WorkerProviderKind::Process,
+        worker_utilisation: 0.95,
+        min_workers: 0,
+        max_workers: 1,
+        idle_cooldown_secs: 3.0,
+        worker_stop_grace_secs: 5,
+        worker_start_timeout_secs: 60,
+        worker_binary: Some(env!("CARGO_BIN_EXE_infaas").into()),
+        provisioned_worker_cores: Some(1),
+        // The zoo models run in tens of microseconds, where the scheduling noise of a shared
+        // 2-core machine reads as interference: this test is about load.
+        interference_factor: 1000.0,
+        ..AutoscaleConfig::default()
+    };
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo(MODEL, APP).text("max_batch", "8"))
+        .await;
+    let model = p.wait_ready(&t, MODEL, Duration::from_secs(180)).await;
+    let all = variants(&model);
+    let by_name: BTreeMap<String, Variant> =
+        all.iter().map(|v| (v.name.clone(), v.clone())).collect();
+    let cheapest = all.iter().map(|v| v.rate).fold(f64::INFINITY, f64::min);
+    let p_max = all.iter().map(|v| v.peak).fold(0.0, f64::max);
+    // The dearest file's smallest-batch variant whose profile is not an outlier of a busy
+    // machine: where the application starts.
+    let dear_rate = all.iter().map(|v| v.rate).fold(0.0, f64::max);
+    let mut dear_file: Vec<&Variant> = all.iter().filter(|v| v.rate == dear_rate).collect();
+    dear_file.sort_by_key(|v| v.max_batch);
+    let dear = dear_file
+        .iter()
+        .find(|v| v.peak >= 4000.0)
+        .map(|v| (*v).clone())
+        .unwrap_or_else(|| panic!("no usable profile: {all:#?}"));
+    // Prices differ by the files' memory (about 1% on this model, as profiled); the scaler
+    // downgrades for any saving above a load's weight (1 + lambda * load time, ~1e-5 here).
+    assert!(
+        dear.rate > cheapest * 1.001,
+        "the files do not differ in price: {all:#?}"
+    );
+    // The cheapest file's batch-1 variant: where the downgrade lands (smallest batch first
+    // among equal prices).
+    let cheap_file = all
+        .iter()
+        .min_by(|a, b| a.rate.total_cmp(&b.rate))
+        .unwrap()
+        .file
+        .clone();
+    let cheap_b1 = all
+        .iter()
+        .find(|v| v.file == cheap_file && v.max_batch == 1)
+        .unwrap()
+        .clone();
+    println!(
+        "start on {} ({:.0} rows/s), cheapest {} ({:.0} rows/s), fastest {p_max:.0} rows/s",
+        dear.name, dear.peak, cheap_b1.name, cheap_b1.peak
+    );
+
+    // Start on the dear variant, as a previous deployment left it.
+    let state = &p.server.state;
+    state.cluster.refresh_catalog().await.unwrap();
+    let served = state
+        .cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.variant.name == dear.name)
+        .unwrap()
+        .clone();
+    let embedded = state
+        .cluster
+        .workers_view()
+        .into_iter()
+        .find(|(b, _, _)| b.worker.address.is_none())
+        .unwrap()
+        .0
+        .worker
+        .id;
+    let req = infaas_control::serving::load_request(&served);
+    state
+        .cluster
+        .handle(&embedded)
+        .unwrap()
+        .load(&req)
+        .await
+        .unwrap();
+    state.cluster.loaded(&embedded, &req);
+
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let rows: Vec<Value> = (0..200)
+        .map(|i| {
+            let row = x.slice_batch(i, i + 1);
+            let data: Vec<f64> = (0..row.data.len())
+                .map(|k| row.data.get_f64(k).unwrap())
+                .collect();
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data}]})
+        })
+        .collect();
+    let mut ramp = Ramp {
+        p: &p,
+        t: &t,
+        by_name: by_name.clone(),
+        rows,
+        statuses: Arc::default(),
+        meter: Meter::default(),
+        began: Instant::now(),
+        seen: 0,
+    };
+    let s = Duration::from_secs;
+
+    // Low: the dear variant has far more headroom than needed: downgraded.
+    let low = (dear.peak.min(cheap_b1.peak) / (4.0 * SLACK)).max(0.5);
+    ramp.phase(low, s(3), s(20), &["downgrade"]).await;
+    // Mid: 1.3 x the cheap batch-1 variant's saturation throughput: an upgrade to a faster
+    // variant of the cheapest file.
+    let mid = 1.3 * cheap_b1.peak / SLACK;
+    ramp.phase(mid, s(3), s(20), &["upgrade"]).await;
+    // High: 2.2 x the fastest variant: three instances, more than one worker holds.
+    let high = 2.2 * p_max / SLACK;
+    ramp.phase(high, s(4), s(60), &["add-worker", "replicate"])
+        .await;
+    // Low again: replicas removed, the provisioned worker idles and is stopped.
+    let list = ramp
+        .phase(low, s(3), s(90), &["remove-replica", "remove-worker"])
+        .await;
+    let took = ramp.began.elapsed();
+    println!("rates: low {low:.1}, mid {mid:.1}, high {high:.1} queries/s");
+    let names = actions(&list);
+    println!("events: {names:?}");
+    for e in &list {
+        println!("  {} {}: {}", e["action"], e["worker"], e["reason"]);
+    }
+    let statuses = ramp.statuses.lock().unwrap().clone();
+    println!("statuses: {statuses:?} in {took:?}");
+    let (run, peak) = ramp.meter.costs();
+    println!(
+        "cost of the run {run:.3e} $, of the peak configuration held throughout {peak:.3e} $: ratio {:.3}",
+        run / peak
+    );
+    assert!(run < peak, "run {run} peak {peak}");
+    let failed: usize = statuses
+        .iter()
+        .filter(|(c, _)| **c >= 500 || **c == 0)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(failed, 0, "queries failed: {statuses:?}");
+    assert!(
+        statuses.get(&200).copied().unwrap_or(0) > 100,
+        "{statuses:?}"
+    );
+    // Every action completed (none failed), each with a reason and its prices.
+    assert!(names.iter().all(|a| !a.ends_with("-failed")), "{names:?}");
+    for e in &list {
+        assert!(e["reason"].as_str().unwrap().len() > 20, "{e}");
+        assert!(e["cost_before_per_s"].is_number(), "{e}");
+        assert!(e["cost_after_per_s"].is_number(), "{e}");
+    }
+    // The downgrade went to a cheaper variant, the upgrade to a faster one.
+    let downgrade = list.iter().find(|e| e["action"] == "downgrade").unwrap();
+    assert!(
+        downgrade["cost_after_per_s"].as_f64().unwrap()
+            < downgrade["cost_before_per_s"].as_f64().unwrap(),
+        "{downgrade}"
+    );
+    let upgrade = list.iter().find(|e| e["action"] == "upgrade").unwrap();
+    let to = &by_name[upgrade["variant"].as_str().unwrap()];
+    assert!(to.peak > cheap_b1.peak, "{upgrade}");
+    // The worker added was stopped: no worker process is left.
+    let added = list.iter().find(|e| e["action"] == "add-worker").unwrap();
+    let removed = list
+        .iter()
+        .find(|e| e["action"] == "remove-worker")
+        .unwrap();
+    assert_eq!(added["worker"], removed["worker"]);
+    // The exact planner solved the ILP on the way and recorded greedy's gap.
+    let metrics = p
+        .http
+        .get(format!("{}/metrics", p.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gap = metrics
+        .lines()
+        .find(|l| l.starts_with("infaas_autoscaler_greedy_gap_ratio"))
+        .unwrap_or_else(|| panic!("no gap recorded: {metrics}"));
+    println!("exact planner: {gap}");
+    let provider_workers = p
+        .server
+        .autoscaler
+        .as_ref()
+        .unwrap()
+        .provisioned_workers()
+        .await;
+    assert!(provider_workers.is_empty(), "{provider_workers:?}");
+    p.stop().await;
+}
+
+/// Vertical scaling through a worker process: a worker started with `INFAAS_WORKER_NAME`
+/// registers under that name; an instance loaded there is resized to more intra-op threads
+/// over `POST /cluster/resize` while queries keep being answered, and the worker's heartbeat
+/// reports the new thread count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_resizes_an_instance_while_serving() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.worker_cores = Some(2);
+    // The embedded worker holds nothing: queries go to the worker process.
+    cfg.worker_thread_budget = Some(0);
+    let objects = cfg.object_store.clone().unwrap();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(
+        &t,
+        &Registration::zoo("digits-mlp-m", APP).text("max_batch", "1"),
+    )
+    .await;
+    p.wait_ready(&t, "digits-mlp-m", Duration::from_secs(180))
+        .await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .args([
+            "--object-store",
+            &objects,
+            "--worker-thread-budget",
+            "4",
+            "--log-level",
+            "warn",
+        ])
+        .arg("--ort-dylib-path")
+        .arg(&ort)
+        .args(["worker", "--controller", &p.base])
+        .env("INFAAS_CLUSTER_TOKEN", &p.server.state.cluster_token)
+        .env("INFAAS_WORKER_NAME", "resize-me")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Reap<'a>(&'a mut std::process::Child);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _reap = Reap(&mut child);
+    let cluster = p.server.state.cluster.clone();
+    let start = Instant::now();
+    let worker = loop {
+        if let Some(id) = cluster.worker_ids_by_name().get("resize-me") {
+            break id.clone();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the worker did not register"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // Load the one-thread variant of the optimised file there.
+    let served = cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.model == "digits-mlp-m" && s.entry.variant.threads == 1)
+        .unwrap()
+        .clone();
+    let v = &served.entry.variant;
+    let req = infaas_control::serving::load_request(&served);
+    let handle = cluster.handle(&worker).unwrap();
+    handle.load(&req).await.unwrap();
+    cluster.loaded(&worker, &req);
+    // Until the worker's own heartbeat reports it (one sent before the load may still come).
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let w = p.get(&t, "/v1/workers").await;
+        let reported = w.body["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "resize-me")
+            .is_some_and(|w| w["instances"][0]["variant"] == v.name.as_str());
+        if reported && start.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", w.text);
+    }
+    // Queries straight to the worker's instance (the query path might pick another variant).
+    let input = infaas_core::Tensor::new(
+        "input",
+        vec![1, 64],
+        infaas_core::TensorData::Fp32(vec![0.5; 64]),
+    )
+    .unwrap();
+    let infer = || async {
+        let out = handle.infer(&v.id, vec![input.clone()]).await.unwrap();
+        assert_eq!(out[0].shape[0], 1);
+    };
+    infer().await;
+    // Resize while queries keep coming.
+    let (resized, _) = tokio::join!(handle.resize(&v.id, 2), async {
+        for _ in 0..20 {
+            infer().await;
+        }
+    });
+    assert!(resized.unwrap().load_ms > 0.0, "a new session was loaded");
+    cluster.resized(&worker, &v.id, 2);
+    infer().await;
+    // The worker's own heartbeat reports two threads.
+    let start = Instant::now();
+    loop {
+        let w = p.get(&t, "/v1/workers").await;
+        let threads = w.body["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == "resize-me")
+            .and_then(|w| w["instances"][0]["threads"].as_u64());
+        if threads == Some(2) && start.elapsed() > Duration::from_millis(1500) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{}", w.text);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // More threads than the worker's budget: refused, and the instance keeps serving.
+    assert!(handle.resize(&v.id, 8).await.is_err());
+    infer().await;
+    p.stop().await;
+}

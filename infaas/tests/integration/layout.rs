@@ -1,0 +1,206 @@
+//! The workspace's dependency arrows follow the layout (README, "Repository layout"): a crate
+//! that gains an arrow the layout forbids fails here, with the rule it breaks. Read from
+//! `cargo metadata`, normal (non-dev) dependencies, optional ones included.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// Web framework, HTTP server and OpenAPI crates: the HTTP edge's (and the worker's own
+/// small server).
+const HTTP: &[&str] = &["axum", "hyper", "tower", "tower-http", "utoipa"];
+/// Storage drivers.
+const STORAGE: &[&str] = &["sqlx", "aws-sdk-s3", "aws-config"];
+/// The inference runtime.
+const RUNTIME: &[&str] = &["ort"];
+/// An async runtime and an HTTP client.
+const ASYNC: &[&str] = &["tokio", "reqwest"];
+/// The composed binary and the test fixtures: nothing depends on them (tests and benches
+/// may, as dev-dependencies).
+const BINARY: &[&str] = &["infaas", "infaas-testing"];
+/// The crates of the server side, which a client never links.
+const SERVER: &[&str] = &[
+    "infaas-store",
+    "infaas-executors",
+    "infaas-scheduler",
+    "infaas-worker",
+    "infaas-onnx",
+    "infaas-provision",
+    "infaas-web",
+    "infaas-control",
+    "infaas-api",
+];
+
+/// (crate, what it must not depend on, why).
+fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
+    let all = |groups: &[&[&'static str]]| groups.concat();
+    vec![
+        (
+            "infaas-core",
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors"]]),
+            "domain types depend on no framework",
+        ),
+        (
+            "infaas-scheduler",
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors", "infaas-worker"]]),
+            "policies are pure functions over snapshots, called alike by the controller and a simulator",
+        ),
+        (
+            "infaas-protocol",
+            all(&[
+                &["axum", "hyper", "tower", "tower-http"],
+                STORAGE,
+                RUNTIME,
+                ASYNC,
+                BINARY,
+                &["infaas-store", "infaas-executors"],
+            ]),
+            "wire formats are plain data (with their OpenAPI schemas), usable by any client",
+        ),
+        (
+            "infaas-onnx",
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY]),
+            "ONNX files as data, without running them",
+        ),
+        (
+            "infaas-web",
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors"]]),
+            "pages are templates over view structs",
+        ),
+        (
+            "infaas-store",
+            all(&[HTTP, RUNTIME, BINARY, &["infaas-executors", "infaas-scheduler", "infaas-worker"]]),
+            "storage knows nothing of serving",
+        ),
+        (
+            "infaas-executors",
+            all(&[HTTP, STORAGE, BINARY, &["infaas-store", "infaas-scheduler"]]),
+            "executors run models; they neither store nor decide",
+        ),
+        (
+            "infaas-worker",
+            all(&[
+                &["utoipa", "tower-http"],
+                STORAGE,
+                BINARY,
+                &["infaas-scheduler", "infaas-control", "infaas-api", "infaas-web"],
+            ]),
+            "a worker runs instances and serves the worker protocol; the controller decides",
+        ),
+        (
+            "infaas-control",
+            all(&[
+                HTTP,
+                RUNTIME,
+                BINARY,
+                &["infaas-api", "infaas-web", "infaas-cli"],
+            ]),
+            "the control plane runs without a web framework; the HTTP edge calls it",
+        ),
+        (
+            "infaas-api",
+            all(&[
+                STORAGE,
+                RUNTIME,
+                BINARY,
+                &["infaas-cli", "infaas-scheduler", "infaas-provision", "infaas-onnx"],
+            ]),
+            "the HTTP edge turns requests into control-plane calls; it holds no policy or driver",
+        ),
+        (
+            "infaas-cli",
+            all(&[HTTP, STORAGE, RUNTIME, BINARY, SERVER]),
+            "the client talks HTTP with the wire types of infaas-protocol; it links no server code",
+        ),
+        (
+            "infaas-provision",
+            all(&[HTTP, STORAGE, RUNTIME, BINARY, &["infaas-store", "infaas-executors"]]),
+            "providers start and stop workers, nothing more",
+        ),
+    ]
+}
+
+/// Each workspace crate's normal dependencies, by name.
+fn workspace_dependencies() -> BTreeMap<String, Vec<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    meta["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .map(|d| d["name"].as_str().expect("a name").to_string())
+                .collect();
+            (p["name"].as_str().expect("a name").to_string(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn dependency_arrows_follow_the_layout() {
+    let deps = workspace_dependencies();
+    let mut broken = Vec::new();
+    for (krate, forbidden, why) in rules() {
+        let Some(has) = deps.get(krate) else {
+            broken.push(format!("{krate}: not in the workspace (update the rules)"));
+            continue;
+        };
+        for dep in has {
+            if forbidden.contains(&dep.as_str()) {
+                broken.push(format!("{krate} -> {dep}: forbidden ({why})"));
+            }
+        }
+    }
+    // Nothing depends on the composed binary or the fixtures.
+    for (krate, has) in &deps {
+        for dep in has {
+            if BINARY.contains(&dep.as_str()) {
+                broken.push(format!(
+                    "{krate} -> {dep}: nothing depends on the binary or the test fixtures"
+                ));
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "layout broken:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+/// The rules are read from real metadata: a crate that exists has dependencies, and the
+/// scheduler's solver is seen (so a rename of a crate cannot make the check vacuous).
+#[test]
+fn the_metadata_is_read() {
+    let deps = workspace_dependencies();
+    for (krate, _, _) in rules() {
+        assert!(
+            deps.contains_key(krate),
+            "{krate} missing from cargo metadata"
+        );
+    }
+    assert!(deps["infaas-scheduler"].contains(&"good_lp".to_string()));
+    assert!(deps["infaas-api"].contains(&"axum".to_string()));
+    assert!(deps["infaas"].contains(&"infaas-control".to_string()));
+}

@@ -1,0 +1,25 @@
+//! The integration suite of infaas, one binary: the HTTP API, dashboard, registry, serving,
+//! jobs, autoscaling, CLI, SDK clients, deployment files and the workspace layout, each a
+//! module. Fixtures come from the `infaas-testing` crate.
+
+mod autoscaling;
+mod browser;
+mod cli;
+mod compose;
+mod dashboard_jobs;
+mod http_auth;
+mod http_basics;
+mod http_dashboard;
+mod http_isolation;
+mod http_lifecycle;
+mod http_quota;
+mod http_roles;
+mod http_scaling;
+mod jobs;
+mod kubernetes_manifests;
+mod layout;
+mod openapi;
+mod registry;
+mod sdk_clients;
+mod serving;
+mod simulated_gpu;

@@ -1,0 +1,558 @@
+//! Online queries end to end, against an in-process server: model-less selection by SLO and
+//! accuracy, queries by model, bad input, the Open Inference Protocol with the unmodified
+//! `tritonclient.http` client, and queries that survive a worker process being killed.
+//!
+//! `cargo test -p infaas-api --test serving`. Needs ONNX Runtime (`ORT_DYLIB_PATH` or the
+//! `scripts/setup.sh` cache); the tritonclient test needs `python3` with `tritonclient[http]`,
+//! `onnxruntime` and `numpy` (installed by `scripts/test.sh`).
+
+#![allow(clippy::unwrap_used)]
+
+use infaas_testing::platform as registry_common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use registry_common::backends::Backends;
+use registry_common::workers::spawn_worker;
+use registry_common::{
+    fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant, ZOO,
+};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const APP: &str = "digits";
+const READY: Duration = Duration::from_secs(180);
+
+/// Row `i` of the digits validation set as a JSON tensor named `name`.
+fn digit_row(name: &str, i: usize) -> Value {
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let row = x.slice_batch(i, i + 1);
+    let data: Vec<f64> = (0..row.data.len())
+        .map(|k| row.data.get_f64(k).unwrap())
+        .collect();
+    json!({"name": name, "shape": [1, 64], "datatype": "FP32", "data": data})
+}
+
+async fn post(p: &Platform, t: &Tenant, path: &str, body: Value) -> (StatusCode, Value) {
+    let resp = p
+        .http
+        .post(format!("{}{path}", p.base))
+        .bearer_auth(&t.token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn register_zoo(p: &Platform, t: &Tenant) {
+    for (name, _, _) in ZOO {
+        p.register_ok(t, &Registration::zoo(name, APP)).await;
+    }
+    for (name, _, _) in ZOO {
+        p.wait_ready(t, name, READY).await;
+    }
+}
+
+/// Smallest p99 at batch 1 over a model's variants, from its profile.
+async fn best_p99(p: &Platform, t: &Tenant, model: &str) -> f64 {
+    let m = p.model(t, model).await;
+    m["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["latency"][0]["p99_ms"].as_f64())
+        .fold(f64::INFINITY, f64::min)
+}
+
+async fn selection_follows_slo_and_accuracy(b: &Backends) {
+    let Some(ort) = ort_library() else { return };
+    let mut cfg = fast_config(b, &ort);
+    cfg.profile_runs = 20;
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    register_zoo(&p, &t).await;
+
+    // Only the large MLP reaches 0.98 (zoo/README.md): an accuracy floor picks it.
+    let (s, accurate) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("input", 0)], "min_accuracy": 0.98}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{accurate}");
+    assert_eq!(accurate["model"], "digits-mlp-l", "{accurate}");
+    assert!(accurate["accuracy"].as_f64().unwrap() >= 0.98);
+    assert!(accurate["reason"].as_str().unwrap().len() > 10);
+    assert_eq!(accurate["outputs"][0]["name"], "label");
+
+    // A latency SLO below the best measured p99 of one model S (the large MLP unless the
+    // profiles measured it fastest) and above another's picks a model other than S that
+    // meets a lower accuracy floor. Profiles are measured, so S is chosen from them.
+    let mut best = Vec::new();
+    for m in [
+        "digits-logreg",
+        "digits-mlp-m",
+        "digits-mlp-l",
+        "digits-forest",
+        "digits-mlp-scores",
+    ] {
+        best.push((best_p99(&p, &t, m).await, m));
+    }
+    best.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fastest = best[0];
+    let slow = if fastest.1 != "digits-mlp-l" {
+        *best.iter().find(|b| b.1 == "digits-mlp-l").unwrap()
+    } else {
+        *best.last().unwrap()
+    };
+    assert!(fastest.0 < slow.0, "profiles: {best:?}");
+    let slo = (fastest.0 + slow.0) / 2.0;
+    let (s, fast) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("input", 1)], "min_accuracy": 0.95, "latency_ms": slo}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{fast}");
+    assert_ne!(
+        fast["model"], slow.1,
+        "SLO {slo} ms, profiles {best:?}: {fast}"
+    );
+    assert!(fast["accuracy"].as_f64().unwrap() >= 0.95, "{fast}");
+    if slow.1 == "digits-mlp-l" {
+        assert_ne!(fast["variant"], accurate["variant"]);
+    }
+    // The first such query may wait for a load; once loaded, the instance serves within the SLO.
+    let (s, again) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("input", 5)], "min_accuracy": 0.95, "latency_ms": slo}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert_ne!(again["model"], slow.1, "{again}");
+    assert!(
+        again["predicted_ms"].as_f64().unwrap() <= slo + 1e-9,
+        "{again}"
+    );
+    assert!(
+        again["reason"].as_str().unwrap().contains("active"),
+        "{again}"
+    );
+
+    // Requirements nothing meets: 422 with the closest variant.
+    let (s, none) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("input", 2)], "min_accuracy": 0.999}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{none}");
+    assert_eq!(none["error_type"], "unsatisfiable");
+    assert!(
+        none["suggestion"]["accuracy"].as_f64().unwrap() > 0.97,
+        "{none}"
+    );
+    assert!(
+        none["suggestion"]["variant"]
+            .as_str()
+            .unwrap()
+            .starts_with("digits-mlp-l."),
+        "{none}"
+    );
+
+    // Any input name works for single-input models; the two-input model is chosen by names.
+    let (s, renamed) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("whatever", 3)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{renamed}");
+    let x = digit_row("x", 4);
+    let data = x["data"].as_array().unwrap();
+    let left = json!({"name": "left", "shape": [1, 32], "datatype": "FP32", "data": data[..32]});
+    let right = json!({"name": "right", "shape": [1, 32], "datatype": "FP32", "data": data[32..]});
+    let (s, two) = post(
+        &p,
+        &t,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [left, right]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{two}");
+    assert_eq!(two["model"], "digits-two-input");
+
+    // Usage is recorded per minute with SLO attainment and cost.
+    let usage = p.get(&t, "/v1/apps/digits/usage?minutes=5").await;
+    assert_eq!(usage.status, StatusCode::OK, "{}", usage.text);
+    assert!(
+        usage.body["requests"].as_i64().unwrap() >= 4,
+        "{}",
+        usage.text
+    );
+    assert!(usage.body["cost"].as_f64().unwrap() > 0.0, "{}", usage.text);
+    // Outside its documented range, `minutes` is refused, not clamped.
+    for minutes in ["0", "10081"] {
+        let r = p
+            .get(&t, &format!("/v1/apps/digits/usage?minutes={minutes}"))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+        assert!(r.text.contains("between 1 and 10080"), "{}", r.text);
+    }
+    p.stop().await;
+}
+
+async fn bad_queries_name_the_problem(b: &Backends) {
+    let Some(ort) = ort_library() else { return };
+    let p = Platform::start(fast_config(b, &ort)).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo("digits-mlp-m", APP))
+        .await;
+    p.wait_ready(&t, "digits-mlp-m", READY).await;
+
+    let (s, ok) = post(
+        &p,
+        &t,
+        "/v1/models/digits-mlp-m/infer",
+        json!({"inputs": [digit_row("input", 0)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{ok}");
+    assert!(ok["variant"].as_str().unwrap().starts_with("digits-mlp-m."));
+
+    let cases = [
+        (
+            "/v1/apps/nope/infer",
+            json!({"inputs": [digit_row("input", 0)]}),
+            StatusCode::NOT_FOUND,
+            "nope",
+        ),
+        (
+            "/v1/models/nope/infer",
+            json!({"inputs": [digit_row("input", 0)]}),
+            StatusCode::NOT_FOUND,
+            "nope",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": vec![0.0; 63]}]}),
+            StatusCode::BAD_REQUEST,
+            "63",
+        ),
+        (
+            "/v1/models/digits-mlp-m/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 63], "datatype": "FP32", "data": vec![0.0; 63]}]}),
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+        (
+            "/v1/models/digits-mlp-m/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "INT64", "data": vec![0; 64]}]}),
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+        (
+            "/v1/models/digits-mlp-m/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": vec![0.0; 60]}]}),
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+        (
+            "/v1/models/digits-mlp-m/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP99", "data": vec![0.0; 64]}]}),
+            StatusCode::BAD_REQUEST,
+            "FP99",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [digit_row("input", 0)], "min_accuracy": 1.5}),
+            StatusCode::BAD_REQUEST,
+            "min_accuracy",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [digit_row("input", 0)], "latency_ms": -1}),
+            StatusCode::BAD_REQUEST,
+            "latency_ms",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": []}),
+            StatusCode::BAD_REQUEST,
+            "no inputs",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"input": []}),
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [{"name": "input", "shape": [0, 64], "datatype": "FP32", "data": []}]}),
+            StatusCode::BAD_REQUEST,
+            "each at least 1",
+        ),
+        (
+            "/v1/apps/digits/infer",
+            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": vec!["a"; 64]}]}),
+            StatusCode::BAD_REQUEST,
+            "input",
+        ),
+    ];
+    for (path, body, status, needle) in cases {
+        let (s, answer) = post(&p, &t, path, body.clone()).await;
+        assert_eq!(s, status, "{path} {body}: {answer}");
+        let msg = answer["error"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains(needle),
+            "{path}: '{msg}' does not mention '{needle}'"
+        );
+    }
+    // Another tenant's model looks missing.
+    let other = p.tenant("other", open_quotas()).await;
+    let (s, _) = post(
+        &p,
+        &other,
+        "/v1/models/digits-mlp-m/infer",
+        json!({"inputs": [digit_row("input", 0)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = post(
+        &p,
+        &other,
+        "/v1/apps/digits/infer",
+        json!({"inputs": [digit_row("input", 0)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // The server still serves.
+    let (s, _) = post(
+        &p,
+        &t,
+        "/v1/models/digits-mlp-m/infer",
+        json!({"inputs": [digit_row("input", 1)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    p.stop().await;
+}
+
+registry_common::backends::on_both_pairs!(
+    selection_follows_slo_and_accuracy,
+    bad_queries_name_the_problem
+);
+
+fn python_has_tritonclient() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import tritonclient.http, onnxruntime, numpy"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true needs python3 with tritonclient[http], onnxruntime and numpy"
+        );
+        eprintln!(
+            "SKIPPED: python3 with tritonclient[http], onnxruntime and numpy is not available"
+        );
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tritonclient_infers_in_json_and_binary() {
+    let Some(ort) = ort_library() else { return };
+    if !python_has_tritonclient() {
+        return;
+    }
+    let b = Backends::embedded();
+    let p = Platform::start(fast_config(&b, &ort)).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    // Logistic regression has no INT8 variant, so every variant computes what ONNX Runtime
+    // computes on the source file.
+    p.register_ok(&t, &Registration::zoo("digits-logreg", APP))
+        .await;
+    p.wait_ready(&t, "digits-logreg", READY).await;
+    let zoo = registry_common::zoo_dir();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/triton_client.py");
+    for name in ["digits-logreg", APP] {
+        let out = tokio::task::spawn_blocking({
+            let (base, token, zoo) = (p.base.clone(), t.token.clone(), zoo.clone());
+            move || {
+                Command::new("python3")
+                    .arg(script)
+                    .arg(&base)
+                    .arg(&token)
+                    .arg(name)
+                    .arg(zoo.join("digits-logreg.onnx"))
+                    .arg(zoo.join("digits-val.npz"))
+                    .output()
+                    .unwrap()
+            }
+        })
+        .await
+        .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "tritonclient against '{name}' failed:\n{stdout}\n{stderr}"
+        );
+        assert!(stdout.contains("binary=True"), "{stdout}");
+    }
+    p.stop().await;
+}
+
+async fn alive_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
+    let w = p.get(t, "/v1/workers").await;
+    assert_eq!(w.status, StatusCode::OK, "{}", w.text);
+    w.body["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["alive"] == true)
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_survive_a_killed_worker_process() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    // The embedded worker holds one single-thread instance at most, so the remote worker
+    // takes the first loads; after the kill the embedded one takes over.
+    cfg.worker_thread_budget = Some(1);
+    cfg.heartbeat_timeout_ms = 1500;
+    let objects = cfg.object_store.clone().unwrap();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo("digits-mlp-m", APP))
+        .await;
+    p.wait_ready(&t, "digits-mlp-m", READY).await;
+
+    let mut worker = spawn_worker(
+        Path::new(env!("CARGO_BIN_EXE_infaas")),
+        &p,
+        &ort,
+        &objects,
+        16,
+    );
+    let start = Instant::now();
+    while alive_workers(&p, &t).await.len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the worker process did not register"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let remote_id = alive_workers(&p, &t)
+        .await
+        .into_iter()
+        .find(|w| w["address"].is_string())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let mut served_remote = 0;
+    let mut statuses = Vec::new();
+    let mut killed = false;
+    let begin = Instant::now();
+    let mut i = 0;
+    while begin.elapsed() < Duration::from_secs(6) {
+        if !killed && begin.elapsed() > Duration::from_secs(2) {
+            worker.kill();
+            killed = true;
+        }
+        let (s, a) = post(
+            &p,
+            &t,
+            "/v1/apps/digits/infer",
+            json!({"inputs": [digit_row("input", i % 100)]}),
+        )
+        .await;
+        if s == StatusCode::OK && a["worker"] == remote_id.as_str() {
+            served_remote += 1;
+        }
+        statuses.push((s, a));
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(killed);
+    let failed: Vec<_> = statuses
+        .iter()
+        .filter(|(s, _)| *s != StatusCode::OK)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} queries failed around the kill: {:?}",
+        failed.len(),
+        statuses.len(),
+        failed.first()
+    );
+    assert!(
+        served_remote > 0,
+        "no query was served by the worker process before it was killed"
+    );
+    // The dead worker left the index.
+    assert_eq!(alive_workers(&p, &t).await.len(), 1);
+    p.stop().await;
+}
+
+/// The benchmark's heavy model (`registry_common::heavy`) does its extra work but answers
+/// as `digits-mlp-scores` does, so its throughput figures come with a real accuracy.
+#[test]
+fn heavy_model_answers_like_its_base() {
+    use infaas_executors::engine::{DirectSession, SessionConfig};
+    if ort_library().is_none() {
+        return;
+    }
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let mut input = x.slice_batch(0, 64);
+    input.name = "pixels".into();
+    let cfg = SessionConfig::default();
+    let run = |bytes: &[u8]| {
+        let mut s = DirectSession::load(bytes, &cfg).unwrap();
+        s.run(vec![input.clone()]).unwrap().remove(0)
+    };
+    let base = run(&registry_common::zoo_bytes("digits-mlp-scores.onnx"));
+    let heavy_bytes = registry_common::heavy::heavy_cnn(16, 3);
+    assert!(
+        heavy_bytes.len() > 2 * 16 * 16 * 9 * 4,
+        "the convolutions are there"
+    );
+    let wide = run(&heavy_bytes);
+    assert_eq!(wide.shape, base.shape);
+    let (n, mut worst) = (base.data.len(), 0f64);
+    for k in 0..n {
+        let (a, b) = (wide.data.get_f64(k).unwrap(), base.data.get_f64(k).unwrap());
+        worst = worst.max((a - b).abs() / b.abs().max(1.0));
+    }
+    assert!(worst < 1e-5, "logits differ by {worst} (relative)");
+}
