@@ -4,7 +4,7 @@
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
-//! - [`milp`]: the one door to the MILP solvers (HiGHS by default, CBC as a feature).
+//! - [`milp`]: the one door to the MILP solvers (CBC by default, HiGHS as a feature).
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 
 pub mod autoscale;
