@@ -88,6 +88,18 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
             "a worker runs instances and serves the worker protocol; the controller decides",
         ),
         (
+            "infaas-sim",
+            all(&[
+                HTTP,
+                STORAGE,
+                RUNTIME,
+                ASYNC,
+                BINARY,
+                &["infaas-store", "infaas-executors", "infaas-worker", "infaas-control", "infaas-api"],
+            ]),
+            "the simulator calls the scheduler's policies on simulated time: no I/O runtime, no server",
+        ),
+        (
             "infaas-control",
             all(&[
                 HTTP,
