@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use infaas_core::Tensor;
-use infaas_scheduler::{select, variant_cost_per_query, Decision, Query, Target};
+use infaas_scheduler::{select, variant_cost_per_query, Decision, Query, Snapshot, Target};
 use infaas_worker::LoadRequest;
 
 use crate::cluster::{schema, CallError, Served};
@@ -234,6 +234,31 @@ async fn not_serving_why(
     })
 }
 
+/// Starts loading `variant` on `worker` without waiting for it (the worker loads a variant
+/// once however many ask); the cluster view learns of the instance when it is ready.
+fn load_in_background(state: &ControlPlane, snapshot: &Snapshot, variant: usize, worker: usize) {
+    let (Some(v), Some(w)) = (
+        snapshot.variants().get(variant),
+        snapshot.workers().get(worker),
+    ) else {
+        return;
+    };
+    let (Some(served), Some(handle)) = (state.cluster.served(&v.id), state.cluster.handle(&w.id))
+    else {
+        return;
+    };
+    let lr = load_request(&served);
+    let (state, worker_id) = (state.clone(), w.id.clone());
+    tokio::spawn(async move {
+        match handle.load(&lr).await {
+            Ok(_) => state.cluster.loaded(&worker_id, &lr),
+            Err(e) => {
+                tracing::warn!(worker = %worker_id, variant = %lr.variant_name, error = %e, "a load started for later queries failed")
+            }
+        }
+    });
+}
+
 /// What a worker needs to load an instance of a served variant.
 pub fn load_request(s: &Served) -> LoadRequest {
     let v = &s.entry.variant;
@@ -290,11 +315,37 @@ pub async fn serve(
                 (variant, worker, predicted_ms, reason, false)
             }
             Decision::Load {
+                wait: false,
+                meanwhile: Some(instance),
+                variant,
+                worker,
+                reason,
+                ..
+            } => {
+                // The query goes to a busy instance that answers it sooner than the load would;
+                // the load goes on for the queries after it.
+                load_in_background(state, &snapshot, variant, worker);
+                let inst = snapshot.instances().get(instance);
+                let served_by = inst.map_or(variant, |i| i.variant);
+                let predicted_ms = snapshot.variants().get(served_by).map_or(f64::NAN, |v| {
+                    v.predicted_ms(snapshot.queued(instance), rows)
+                });
+                in_flight = snapshot.in_flight(instance).map(|c| c.enter(rows));
+                (
+                    served_by,
+                    inst.map(|i| i.worker),
+                    predicted_ms,
+                    reason,
+                    false,
+                )
+            }
+            Decision::Load {
                 variant,
                 worker,
                 predicted_ms,
                 wait,
                 reason,
+                ..
             } => {
                 let reason = if wait {
                     reason

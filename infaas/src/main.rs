@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use infaas_control::config::{Config, Overrides};
 
 mod admin;
+mod sim;
 mod telemetry;
 mod worker;
 
@@ -53,6 +54,9 @@ enum Command {
     /// Sends one query (model-less with --app, or to --model) and shows the outputs, the
     /// variant chosen and why (talks to a server).
     Infer(infaas_cli::infer::InferArgs),
+    /// Replays a trace on a SIMULATED cluster under one or more policies and reports cost,
+    /// SLO attainment and accuracy (no server, no model runs).
+    Sim(sim::SimArgs),
     /// Offline jobs: submit, list, status, wait, cancel, results (talks to a server).
     Jobs {
         #[command(subcommand)]
@@ -69,6 +73,15 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
+    if let Command::Sim(args) = cli.command {
+        return match sim::run(args) {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     if let Command::Openapi = cli.command {
         print!("{}", infaas_api::openapi::document());
         return std::process::ExitCode::SUCCESS;
@@ -95,7 +108,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve => infaas_api::server::serve(config).await,
             Command::Admin { command } => admin::run(&config, command).await,
             Command::Worker { controller } => worker::run(config, controller).await,
-            Command::Openapi => Ok(()),
+            Command::Openapi | Command::Sim(_) => Ok(()),
             Command::Login => infaas_cli::login(&cli.client).await,
             Command::Models { command } => infaas_cli::run_models(&cli.client, command).await,
             Command::Loadgen(args) => infaas_cli::run_loadgen(&cli.client, args).await,

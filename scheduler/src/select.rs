@@ -80,6 +80,11 @@ pub enum Decision {
         predicted_ms: f64,
         /// Whether the query can wait for the load within its SLO (always with no SLO).
         wait: bool,
+        /// When the query cannot wait: a loaded instance that answers it sooner than the load
+        /// would (busy or overloaded, so it may miss the SLO too). The query goes there and
+        /// the load goes on for the queries after it; without this, every query of a burst
+        /// that finds the instances busy would queue at the one instance being loaded.
+        meanwhile: Option<usize>,
         reason: String,
     },
     /// No variant meets the requirements (or none can be served or loaded anywhere).
@@ -259,7 +264,27 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
         return serve(s, q, prices, p, rank.phrase());
     }
     if any_eligible {
-        if let Some(load) = best_load(s, q, prices, list, rows) {
+        if let Some(mut load) = best_load(s, q, prices, list, rows) {
+            if let Decision::Load {
+                wait: false,
+                predicted_ms,
+                meanwhile,
+                reason,
+                ..
+            } = &mut load
+            {
+                if let Some(p) = fallback.filter(|p| p.predicted_ms < *predicted_ms) {
+                    *meanwhile = Some(p.instance);
+                    _ = write!(
+                        reason,
+                        "; meanwhile served by {} instance {} of {} (p99 {} ms), sooner than the load",
+                        instances[p.instance].state.as_str(),
+                        instances[p.instance].id,
+                        variants[p.variant].name,
+                        Ms(p.predicted_ms)
+                    );
+                }
+            }
             return load;
         }
     }
@@ -372,6 +397,7 @@ fn best_load(
         worker: wi,
         predicted_ms: total,
         wait,
+        meanwhile: None,
         reason,
     })
 }
@@ -521,7 +547,7 @@ mod tests {
 
     use super::*;
     use crate::snapshot::tests::{instance, variant, worker};
-    use crate::snapshot::{InFlight, SnapshotBuilder};
+    use crate::snapshot::{InFlight, InstanceEntry, SnapshotBuilder};
 
     const PRICES: Prices = Prices {
         cpu_core_per_s: 1.0,
@@ -905,6 +931,50 @@ mod tests {
         assert!(
             matches!(d, Decision::Load { variant, wait: true, predicted_ms, .. } if variant == mid && predicted_ms == 102.0)
         );
+    }
+
+    #[test]
+    fn a_query_that_cannot_wait_for_a_load_is_served_meanwhile_by_a_busy_instance() {
+        let mut f = fixture();
+        let mid = f.mid;
+        f.worker("w", 0.0);
+        let mut s = f.b.build();
+        // One overloaded instance of mid: it does not count as fitting, so rule 2 loads.
+        let i = s
+            .add_instance(InstanceEntry {
+                id: "busy".into(),
+                variant: mid,
+                worker: 0,
+                state: InstanceState::Overloaded,
+                queue_len: 4,
+                qps: 0.0,
+            })
+            .unwrap();
+        // SLO 50 ms: the load (100 ms) cannot be waited for; the busy instance answers sooner.
+        match select(&s, &app(Some(50.0), Some(0.9)), &PRICES) {
+            Decision::Load {
+                wait: false,
+                meanwhile,
+                reason,
+                ..
+            } => {
+                assert_eq!(meanwhile, Some(i));
+                assert!(
+                    reason.contains("meanwhile served by overloaded instance busy"),
+                    "{reason}"
+                );
+            }
+            d => panic!("{d:?}"),
+        }
+        // SLO 150 ms: the query waits for the load; nothing meanwhile.
+        assert!(matches!(
+            select(&s, &app(Some(150.0), Some(0.9)), &PRICES),
+            Decision::Load {
+                wait: true,
+                meanwhile: None,
+                ..
+            }
+        ));
     }
 
     /// Rule 2 near ties (see [`LOAD_TIE`]): the variant with fewer threads, unless the other's

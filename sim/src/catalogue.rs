@@ -64,28 +64,46 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The scheduler's entry for this profile as a variant of application `app` holding
-    /// `threads` cores (CPU) or one GPU, with the given load time and memory.
-    pub fn variant(
+    /// The scheduler's entries for this profile as variants of application `app` holding
+    /// `threads` cores (CPU) or one GPU, with the given load time and memory: one per profiled
+    /// batch size, as the largest batch the variant runs (a variant is a model, hardware and
+    /// batch size, as in INFaaS), so that a policy can trade throughput for latency.
+    pub fn variants(
         &self,
         app: &str,
         threads: usize,
         load_ms: f64,
         memory_bytes: u64,
-    ) -> VariantEntry {
-        VariantEntry {
-            id: format!("{}@{}", self.model, self.accelerator.as_str()),
-            name: format!("{}@{}", self.model, self.accelerator.as_str()),
-            model: self.model.clone(),
-            app: app.to_string(),
-            accuracy: self.accuracy,
-            hardware: self.accelerator.kind(),
-            threads,
-            max_batch: self.latency.last().map_or(1, |p| p.batch),
-            load_ms,
-            memory_bytes,
-            latency: self.latency.clone(),
-        }
+    ) -> Vec<VariantEntry> {
+        self.latency
+            .iter()
+            .map(|top| {
+                let name = format!(
+                    "{}@{}#b{}",
+                    self.model,
+                    self.accelerator.as_str(),
+                    top.batch
+                );
+                VariantEntry {
+                    id: name.clone(),
+                    name,
+                    model: self.model.clone(),
+                    app: app.to_string(),
+                    accuracy: self.accuracy,
+                    hardware: self.accelerator.kind(),
+                    threads,
+                    max_batch: top.batch,
+                    load_ms,
+                    memory_bytes,
+                    latency: self
+                        .latency
+                        .iter()
+                        .filter(|p| p.batch <= top.batch)
+                        .cloned()
+                        .collect(),
+                }
+            })
+            .collect()
     }
 }
 
@@ -259,8 +277,14 @@ mod tests {
             [1, 4]
         );
         assert!((cpu.accuracy - 0.698).abs() < 1e-9);
-        let v = cpu.variant("resnet", 2, 500.0, 1 << 28);
-        assert_eq!(v.max_batch, 4);
+        let vs = cpu.variants("resnet", 2, 500.0, 1 << 28);
+        assert_eq!(vs.iter().map(|v| v.max_batch).collect::<Vec<_>>(), [1, 4]);
+        assert_eq!(
+            vs[0].latency.len(),
+            1,
+            "a batch-1 variant knows only batch 1"
+        );
+        let v = &vs[1];
         assert_eq!(v.hardware, HardwareKind::Cpu);
         assert!((v.latency_ms(1) - 9.0).abs() < 1e-9, "p90 stands for p99");
         assert!((v.peak_qps() - 4.0 * 1e3 / 21.0).abs() < 1e-6);

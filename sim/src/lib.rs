@@ -1,9 +1,16 @@
-//! The cluster simulator's foundations (SIMULATED: nothing here runs a model): workloads
-//! ([`trace`]: the documented CSV trace format and the Proteus Twitter traces; [`generate`]:
-//! Poisson, Gamma, step, burst and diurnal arrivals) and the catalogue of measured profiles
-//! ([`catalogue`]: the Proteus catalogue read into the scheduler's variant entries). The
-//! discrete-event engine that runs the scheduler's policies over them is not built yet.
+//! The cluster simulator (SIMULATED: nothing here runs a model). A discrete-event engine
+//! ([`engine`]) replays a workload ([`trace`]: the documented CSV trace format and the Proteus
+//! Twitter traces; [`generate`]: Poisson, Gamma, step, burst and diurnal arrivals) on a
+//! cluster whose variants come from measured profiles ([`catalogue`]: the Proteus catalogue
+//! read into the scheduler's variant entries), under a routing and scaling policy
+//! ([`policy`]: the platform's, calling the scheduler's functions, and baselines), and
+//! reports per-second series and totals ([`report`]).
 
 pub mod catalogue;
+pub mod engine;
 pub mod generate;
+pub mod policy;
+pub mod report;
 pub mod trace;
+
+pub use engine::{simulate, variants_for, Cluster, SimError};

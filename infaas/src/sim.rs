@@ -1,0 +1,155 @@
+//! `infaas sim`: replays a trace on a SIMULATED cluster under one or more policies and writes
+//! what each one cost and attained (see the `infaas-sim` crate).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use infaas_sim::catalogue::{read_proteus, Accelerator};
+use infaas_sim::generate::Generator;
+use infaas_sim::policy::{by_name, NAMES};
+use infaas_sim::report::{series_csv, PolicyReport};
+use infaas_sim::trace::Trace;
+use infaas_sim::{simulate, variants_for, Cluster};
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// A trace in the CSV format `time_ms,app,slo_ms,min_accuracy` (README, "Simulator").
+    #[arg(long, conflicts_with_all = ["proteus", "generate"])]
+    trace: Option<PathBuf>,
+    /// A directory of Proteus traces (`<family>.txt`, one application per family).
+    #[arg(long, conflicts_with = "generate")]
+    proteus: Option<PathBuf>,
+    /// A workload generator, e.g. `gamma:rate=200,cv=4,duration=60,app=resnet,slo=300`.
+    #[arg(long)]
+    generate: Option<String>,
+    /// The profile catalogue (Proteus format: `Model,Accel,Trials,batchsize,50th_pct,...`).
+    #[arg(long)]
+    profiles: PathBuf,
+    /// Policies to compare, comma-separated: static_peak, horizontal, infaas_greedy,
+    /// infaas_exact.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "static_peak,infaas_greedy"
+    )]
+    policy: Vec<String>,
+    /// Where the JSON report goes (every policy's summary and per-second series).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Where the per-second series go as CSV.
+    #[arg(long)]
+    series: Option<PathBuf>,
+    #[arg(long, default_value_t = 16)]
+    cpu_workers: usize,
+    #[arg(long, default_value_t = 16)]
+    cpu_cores: usize,
+    #[arg(long, default_value_t = 16)]
+    gpu_workers: usize,
+    /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
+    #[arg(long, default_value = "gpu_ampere")]
+    gpu: String,
+    /// Cores one CPU instance holds.
+    #[arg(long, default_value_t = 4)]
+    cpu_threads: usize,
+}
+
+/// Runs the command.
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    let trace = match (&args.trace, &args.proteus, &args.generate) {
+        (Some(p), _, _) => Trace::read_csv(p)?,
+        (_, Some(dir), _) => Trace::read_proteus_dir(dir)?,
+        (_, _, Some(spec)) => spec.parse::<Generator>()?.generate(),
+        _ => anyhow::bail!("give a workload: --trace FILE, --proteus DIR or --generate SPEC"),
+    };
+    let catalogue = read_proteus(&args.profiles)?;
+    let gpu = Accelerator::parse(&args.gpu)
+        .filter(|a| *a != Accelerator::Cpu)
+        .with_context(|| format!("--gpu '{}': expected gpu_ampere or gpu_pascal", args.gpu))?;
+    let cluster = Cluster {
+        cpu_workers: args.cpu_workers,
+        cpu_cores: args.cpu_cores,
+        gpu_workers: args.gpu_workers,
+        gpu,
+        cpu_threads: args.cpu_threads.max(1),
+        ..Cluster::default()
+    };
+    let variants = variants_for(&trace, &catalogue, &cluster)?;
+    let mut policies = Vec::new();
+    for name in &args.policy {
+        let p = by_name(name).with_context(|| {
+            format!(
+                "unknown policy '{name}'; expected one of {}",
+                NAMES.join(", ")
+            )
+        })?;
+        policies.push(p);
+    }
+    eprintln!(
+        "SIMULATED: {} queries of {} application(s) over {:.0} s (mean {:.1} queries/s), {} variants, {} CPU + {} GPU workers",
+        trace.arrivals.len(),
+        trace.apps.len(),
+        trace.duration_ms() / 1e3,
+        trace.mean_rate(),
+        variants.len(),
+        cluster.cpu_workers,
+        cluster.gpu_workers
+    );
+    let mut reports: Vec<PolicyReport> = Vec::new();
+    for p in &mut policies {
+        let bar = indicatif::ProgressBar::new(trace.arrivals.len() as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:>14} [{bar:30}] {pos}/{len} queries ({per_sec}, {eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(p.name());
+        let r = simulate(
+            &trace,
+            variants.clone(),
+            &cluster,
+            p.as_mut(),
+            &mut |done, _| bar.set_position(done as u64),
+        )?;
+        bar.finish_and_clear();
+        reports.push(r);
+    }
+    println!(
+        "{:<14} {:>9} {:>10} {:>9} {:>12} {:>9} {:>8} {:>8}",
+        "policy", "queries", "attained", "p99_ms", "cost_usd", "accuracy", "dropped", "actions"
+    );
+    for r in &reports {
+        let s = &r.summary;
+        println!(
+            "{:<14} {:>9} {:>9.2}% {:>9} {:>12.4} {:>9} {:>8} {:>8}",
+            r.policy,
+            s.queries,
+            s.slo_attainment * 100.0,
+            s.p99_ms.map_or("-".into(), |v| format!("{v:.1}")),
+            s.cost_usd,
+            s.mean_accuracy.map_or("-".into(), |v| format!("{v:.4}")),
+            s.dropped,
+            s.actions
+        );
+    }
+    if let Some(path) = &args.out {
+        let doc = serde_json::json!({
+            "simulated": true,
+            "trace": {
+                "queries": trace.arrivals.len(),
+                "apps": trace.apps,
+                "duration_s": trace.duration_ms() / 1e3,
+            },
+            "policies": reports,
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.series {
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        );
+        series_csv(&reports, &mut f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,822 @@
+//! The discrete-event engine (SIMULATED: no model runs; service times come from measured
+//! profiles). Workers with cores and GPUs; instances of variants, each with a queue and a
+//! dynamic batcher (an idle instance takes up to its max batch of waiting queries at once);
+//! load times; a monitoring window that moves every instance along the scheduler's state
+//! machine ([`Snapshot::observe_instance`]); and a policy that routes each query and changes
+//! the deployment once per window.
+//!
+//! The world a policy sees is the scheduler's own [`Snapshot`], kept up to date the way the
+//! controller keeps its own: instances are added when their load completes, removed when they
+//! are unloaded, and their queue lengths are set as queries come and go. A policy may call any
+//! function of `infaas-scheduler` on it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use infaas_core::HardwareKind;
+use infaas_scheduler::{
+    InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot, SnapshotError, Thresholds,
+    VariantEntry, WorkerEntry,
+};
+
+use crate::catalogue::{Accelerator, Profile};
+use crate::report::{report, PolicyReport, Second};
+use crate::trace::{Arrival, Trace};
+
+/// The tenant every simulated application belongs to.
+pub const TENANT: &str = "sim";
+
+/// The simulated cluster and how variants are made from profiles.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub cpu_workers: usize,
+    /// Cores of a CPU worker.
+    pub cpu_cores: usize,
+    pub gpu_workers: usize,
+    /// Cores of a GPU worker, besides its one GPU.
+    pub gpu_worker_cores: usize,
+    pub worker_memory_bytes: u64,
+    /// The GPU generation of the GPU workers; profiles of the other generation are left out.
+    pub gpu: Accelerator,
+    /// Intra-op threads of a CPU variant, i.e. the cores one instance holds.
+    pub cpu_threads: usize,
+    /// Time to load an instance, ms.
+    pub load_ms_cpu: f64,
+    pub load_ms_gpu: f64,
+    pub variant_memory_bytes: u64,
+    pub prices: Prices,
+    /// Length of the monitoring window and period of the policy's periodic step, ms.
+    pub tick_ms: f64,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            cpu_workers: 16,
+            cpu_cores: 16,
+            gpu_workers: 16,
+            gpu_worker_cores: 8,
+            worker_memory_bytes: 64 << 30,
+            gpu: Accelerator::GpuAmpere,
+            cpu_threads: 4,
+            load_ms_cpu: 2_000.0,
+            load_ms_gpu: 5_000.0,
+            variant_memory_bytes: 2 << 30,
+            prices: Prices::default(),
+            tick_ms: 1_000.0,
+        }
+    }
+}
+
+/// Why a simulation could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("no profile of the catalogue serves application '{0}' (a profile serves the application named after its family, e.g. 'resnet' for resnet50_v1)")]
+    NoProfile(String),
+    #[error("the simulated cluster has no worker")]
+    NoWorkers,
+    #[error("invalid simulated cluster: {0}")]
+    Snapshot(#[from] SnapshotError),
+}
+
+/// The variants of every application of `trace`: each profile of the application's family on
+/// the CPU or on the cluster's GPU generation, one variant per profiled batch size.
+pub fn variants_for(
+    trace: &Trace,
+    catalogue: &[Profile],
+    c: &Cluster,
+) -> Result<Vec<VariantEntry>, SimError> {
+    let mut out = Vec::new();
+    for app in &trace.apps {
+        let before = out.len();
+        for p in catalogue.iter().filter(|p| &p.family == app) {
+            let (threads, load_ms) = match p.accelerator {
+                Accelerator::Cpu => (c.cpu_threads, c.load_ms_cpu),
+                a if a == c.gpu => (1, c.load_ms_gpu),
+                _ => continue,
+            };
+            out.extend(p.variants(app, threads, load_ms, c.variant_memory_bytes));
+        }
+        if out.len() == before {
+            return Err(SimError::NoProfile(app.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// What a policy does with one query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Route {
+    /// Queue it at this instance (an index into the snapshot's instances).
+    Instance(usize),
+    /// Load `variant` on `worker` (unless a load of it is under way) and queue the query
+    /// there, or at the instance `meanwhile` when given.
+    Load {
+        variant: usize,
+        worker: usize,
+        meanwhile: Option<usize>,
+    },
+    /// Nothing can serve it: dropped, counted as an SLO miss.
+    Drop,
+}
+
+/// A change to the deployment. Indices point into the snapshot the policy was given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Change {
+    /// Load an instance of `variant` on `worker` (at once, without load time, when `warm`:
+    /// only honoured before the first query, for provisioning ahead of the trace).
+    Load {
+        variant: usize,
+        worker: usize,
+        warm: bool,
+    },
+    /// Load `variant` on `worker`, then unload `from` once it serves.
+    Replace {
+        from: usize,
+        variant: usize,
+        worker: usize,
+    },
+    /// Stop sending queries to `instance`; it finishes its queue and its resources are freed.
+    Unload { instance: usize },
+}
+
+/// What a policy sees.
+pub struct World<'a> {
+    pub snapshot: &'a Snapshot,
+    pub now_ms: f64,
+    pub apps: &'a [String],
+    pub prices: &'a Prices,
+    /// Per application: the highest arrivals in one second of the trace (what provisioning
+    /// for the peak plans for).
+    pub peak_rate: &'a [f64],
+    /// Per application: the tightest SLO of its queries in the trace, ms.
+    pub app_slo: &'a [Option<f64>],
+    /// Per snapshot instance: how long it has been in its state, ms (empty when routing).
+    pub state_age_ms: &'a [f64],
+    /// Per snapshot instance: whether a load that replaces it, or its unload, is under way
+    /// (empty when routing).
+    pub changing: &'a [bool],
+}
+
+/// Demand of one model (a family of variants) over the last window.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ModelDemand {
+    /// Queries routed to the model's variants, per second of the window.
+    pub rows_per_s: f64,
+    /// Tightest SLO among them, ms.
+    pub slo_ms: Option<f64>,
+    /// Highest minimum accuracy among them.
+    pub min_accuracy: Option<f64>,
+}
+
+/// The last monitoring window, for the policy's periodic step.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Window {
+    pub seconds: f64,
+    /// Per model name.
+    pub models: HashMap<String, ModelDemand>,
+    /// Per application: arrivals per second of the window.
+    pub app_rate: Vec<f64>,
+}
+
+/// A routing and scaling policy.
+pub trait Policy {
+    fn name(&self) -> String;
+    /// Changes before the first query (instances loaded warm).
+    fn provision(&mut self, _world: &World) -> Vec<Change> {
+        Vec::new()
+    }
+    /// Where one arriving query goes.
+    fn route(&mut self, world: &World, query: &Arrival) -> Route;
+    /// Changes at the end of a monitoring window.
+    fn tick(&mut self, _world: &World, _window: &Window) -> Vec<Change> {
+        Vec::new()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    at_ms: f64,
+    slo_ms: f64,
+}
+
+#[derive(Debug)]
+struct Inst {
+    variant: usize,
+    worker: usize,
+    snapshot: Option<usize>,
+    queue: VecDeque<Pending>,
+    running: Vec<Pending>,
+    ready: bool,
+    draining: bool,
+    gone: bool,
+    rate_per_s: f64,
+    /// The instance (engine index) this one replaces once ready.
+    replaces: Option<usize>,
+    served_window: u64,
+    state_since_ms: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Done(usize),
+    Ready(usize),
+    Tick,
+}
+
+/// Event time as the bits of a non-negative f64 (which order like the numbers), then the
+/// order of scheduling.
+type Event = Reverse<(u64, u64, Kind)>;
+
+struct Engine<'t> {
+    trace: &'t Trace,
+    cluster: Cluster,
+    snapshot: Snapshot,
+    insts: Vec<Inst>,
+    /// Snapshot instance index -> engine instance index.
+    by_snapshot: Vec<usize>,
+    /// Variant -> engine instance loading it.
+    loading: HashMap<usize, usize>,
+    /// Per worker: cores and memory held.
+    used: Vec<(usize, u64)>,
+    events: BinaryHeap<Event>,
+    seq: u64,
+    now: f64,
+    seconds: Vec<Second>,
+    cost_rate: f64,
+    cost_since: f64,
+    window: Window,
+    window_slo: HashMap<String, (u64, Option<f64>, Option<f64>)>,
+    app_window: Vec<u64>,
+    peak_rate: Vec<f64>,
+    app_slo: Vec<Option<f64>>,
+    thresholds: Thresholds,
+    started: bool,
+}
+
+fn second(ms: f64) -> usize {
+    (ms.max(0.0) / 1e3) as usize
+}
+
+impl<'t> Engine<'t> {
+    fn new(
+        trace: &'t Trace,
+        variants: Vec<VariantEntry>,
+        cluster: Cluster,
+    ) -> Result<Self, SimError> {
+        if cluster.cpu_workers + cluster.gpu_workers == 0 {
+            return Err(SimError::NoWorkers);
+        }
+        let mut b = Snapshot::builder();
+        for v in variants {
+            b.add_variant(TENANT, v)?;
+        }
+        let mut used = Vec::new();
+        for i in 0..cluster.cpu_workers {
+            b.add_worker(worker(
+                format!("cpu-{i}"),
+                vec![HardwareKind::Cpu],
+                cluster.cpu_cores,
+                &cluster,
+            ))?;
+            used.push((0, 0));
+        }
+        for i in 0..cluster.gpu_workers {
+            b.add_worker(worker(
+                format!("gpu-{i}"),
+                vec![HardwareKind::Cpu, HardwareKind::Gpu],
+                cluster.gpu_worker_cores,
+                &cluster,
+            ))?;
+            used.push((0, 0));
+        }
+        let peak_rate = trace
+            .per_second()
+            .iter()
+            .map(|s| s.iter().copied().max().unwrap_or(0) as f64)
+            .collect();
+        let mut app_slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
+        for a in &trace.arrivals {
+            if let Some(slo) = a.slo_ms {
+                let s = &mut app_slo[a.app];
+                *s = Some(s.map_or(slo, |x| x.min(slo)));
+            }
+        }
+        Ok(Engine {
+            trace,
+            app_slo,
+            snapshot: b.build(),
+            insts: Vec::new(),
+            by_snapshot: Vec::new(),
+            loading: HashMap::new(),
+            used,
+            events: BinaryHeap::new(),
+            seq: 0,
+            now: 0.0,
+            seconds: Vec::new(),
+            cost_rate: 0.0,
+            cost_since: 0.0,
+            window: Window::default(),
+            window_slo: HashMap::new(),
+            app_window: vec![0; trace.apps.len()],
+            peak_rate,
+            thresholds: Thresholds::default(),
+            started: false,
+            cluster,
+        })
+    }
+
+    fn sec(&mut self, ms: f64) -> &mut Second {
+        let s = second(ms);
+        if self.seconds.len() <= s {
+            self.seconds.resize_with(s + 1, Second::default);
+        }
+        &mut self.seconds[s]
+    }
+
+    fn schedule(&mut self, at: f64, kind: Kind) {
+        self.seq += 1;
+        self.events
+            .push(Reverse((at.max(0.0).to_bits(), self.seq, kind)));
+    }
+
+    /// Books the price of what was held from `cost_since` to `t`, second by second.
+    fn advance_cost(&mut self, t: f64) {
+        while self.cost_since < t {
+            let boundary = (second(self.cost_since) as f64 + 1.0) * 1e3;
+            let end = t.min(boundary);
+            let cost = self.cost_rate * (end - self.cost_since) / 1e3;
+            let from = self.cost_since;
+            self.sec(from).cost += cost;
+            self.cost_since = end;
+        }
+    }
+
+    fn world<'w>(&'w self, ages: &'w [f64], changing: &'w [bool]) -> World<'w> {
+        World {
+            snapshot: &self.snapshot,
+            now_ms: self.now,
+            apps: &self.trace.apps,
+            prices: &self.cluster.prices,
+            peak_rate: &self.peak_rate,
+            app_slo: &self.app_slo,
+            state_age_ms: ages,
+            changing,
+        }
+    }
+
+    fn ages_and_changes(&self) -> (Vec<f64>, Vec<bool>) {
+        let ages = self
+            .by_snapshot
+            .iter()
+            .map(|&e| self.now - self.insts[e].state_since_ms)
+            .collect();
+        let mut changing: Vec<bool> = self
+            .by_snapshot
+            .iter()
+            .map(|&e| self.insts[e].draining)
+            .collect();
+        for inst in &self.insts {
+            if let Some(old) = inst.replaces.filter(|_| !inst.ready && !inst.gone) {
+                if let Some(s) = self.insts[old].snapshot {
+                    changing[s] = true;
+                }
+            }
+        }
+        (ages, changing)
+    }
+
+    /// Starts loading `variant` on `worker`; `None` when it does not fit there.
+    fn load(&mut self, variant: usize, worker: usize, warm: bool) -> Option<usize> {
+        let v = self.snapshot.variants().get(variant)?;
+        let w = self.snapshot.workers().get(worker)?;
+        let (cores, memory) = self.used[worker];
+        if !w.alive
+            || !w.hardware.contains(&v.hardware)
+            || cores + v.threads > w.cores
+            || memory + v.memory_bytes > w.memory_bytes
+        {
+            return None;
+        }
+        let (threads, mem, load_ms) = (v.threads, v.memory_bytes, v.load_ms);
+        let rate = self.cluster.prices.rate_per_s(v);
+        self.used[worker] = (cores + threads, memory + mem);
+        let (c, m) = self.used[worker];
+        let util = c as f64 / w.cores.max(1) as f64;
+        let _ = self.snapshot.set_worker_usage(worker, c, m, util);
+        self.advance_cost(self.now);
+        self.cost_rate += rate;
+        let e = self.insts.len();
+        self.insts.push(Inst {
+            variant,
+            worker,
+            snapshot: None,
+            queue: VecDeque::new(),
+            running: Vec::new(),
+            ready: false,
+            draining: false,
+            gone: false,
+            rate_per_s: rate,
+            replaces: None,
+            served_window: 0,
+            state_since_ms: self.now,
+        });
+        if warm && !self.started {
+            self.ready(e);
+        } else {
+            self.loading.insert(variant, e);
+            self.schedule(self.now + load_ms, Kind::Ready(e));
+        }
+        Some(e)
+    }
+
+    fn ready(&mut self, e: usize) {
+        let (variant, worker) = (self.insts[e].variant, self.insts[e].worker);
+        if self.loading.get(&variant) == Some(&e) {
+            self.loading.remove(&variant);
+        }
+        let entry = InstanceEntry {
+            id: format!("i{e}"),
+            variant,
+            worker,
+            state: InstanceState::Active,
+            queue_len: self.insts[e].queue.len(),
+            qps: 0.0,
+        };
+        // An instance unloaded while it loaded never serves new queries: it finishes the
+        // ones that waited for it.
+        if !self.insts[e].draining {
+            match self.snapshot.add_instance(entry) {
+                Ok(s) => {
+                    debug_assert_eq!(s, self.by_snapshot.len());
+                    self.by_snapshot.push(e);
+                    self.insts[e].snapshot = Some(s);
+                }
+                Err(_) => {
+                    // Cannot happen on a worker the engine placed it on; drain what waits.
+                    self.insts[e].draining = true;
+                }
+            }
+        }
+        self.insts[e].ready = true;
+        self.insts[e].state_since_ms = self.now;
+        if let Some(old) = self.insts[e].replaces.take() {
+            self.unload(old);
+        }
+        self.start_batch(e);
+        if self.insts[e].draining
+            && self.insts[e].queue.is_empty()
+            && self.insts[e].running.is_empty()
+        {
+            self.free(e);
+        }
+    }
+
+    fn unload(&mut self, e: usize) {
+        let inst = &mut self.insts[e];
+        if inst.draining || inst.gone {
+            return;
+        }
+        inst.draining = true;
+        if let Some(s) = inst.snapshot {
+            let _ = self.snapshot.remove_instance(s);
+        }
+        if self.loading.get(&inst.variant) == Some(&e) {
+            self.loading.remove(&inst.variant);
+        }
+        if inst.ready && inst.queue.is_empty() && inst.running.is_empty() {
+            self.free(e);
+        }
+    }
+
+    fn free(&mut self, e: usize) {
+        if self.insts[e].gone {
+            return;
+        }
+        self.advance_cost(self.now);
+        let inst = &mut self.insts[e];
+        inst.gone = true;
+        self.cost_rate = (self.cost_rate - inst.rate_per_s).max(0.0);
+        let v = &self.snapshot.variants()[inst.variant];
+        let (c, m) = self.used[inst.worker];
+        self.used[inst.worker] = (
+            c.saturating_sub(v.threads),
+            m.saturating_sub(v.memory_bytes),
+        );
+        let (c, m) = self.used[inst.worker];
+        let cores = self.snapshot.workers()[inst.worker].cores.max(1);
+        let _ = self
+            .snapshot
+            .set_worker_usage(inst.worker, c, m, c as f64 / cores as f64);
+    }
+
+    fn report_queue(&mut self, e: usize) {
+        let inst = &self.insts[e];
+        if let (Some(s), false) = (inst.snapshot, inst.draining) {
+            let queued = inst.queue.len() + inst.running.len();
+            let qps = self.snapshot.instances()[s].qps;
+            let _ = self.snapshot.set_instance_load(s, queued, qps);
+        }
+    }
+
+    fn start_batch(&mut self, e: usize) {
+        let inst = &mut self.insts[e];
+        if !inst.ready || inst.gone || !inst.running.is_empty() || inst.queue.is_empty() {
+            return;
+        }
+        let v = &self.snapshot.variants()[inst.variant];
+        let n = inst.queue.len().min(v.max_batch.max(1));
+        inst.running.extend(inst.queue.drain(..n));
+        let service = v
+            .latency_at(n)
+            .map_or(f64::INFINITY, |(p, scale)| p.mean_ms * scale);
+        self.schedule(self.now + service, Kind::Done(e));
+    }
+
+    fn done(&mut self, e: usize) {
+        let accuracy = self.snapshot.variants()[self.insts[e].variant].accuracy;
+        let batch = std::mem::take(&mut self.insts[e].running);
+        self.insts[e].served_window += batch.len() as u64;
+        let now = self.now;
+        for p in &batch {
+            let latency = now - p.at_ms;
+            let s = self.sec(p.at_ms);
+            s.served += 1;
+            s.latency.add(latency);
+            s.accuracy_sum += accuracy;
+            if latency <= p.slo_ms {
+                s.met_slo += 1;
+            }
+        }
+        self.start_batch(e);
+        self.report_queue(e);
+        let inst = &self.insts[e];
+        if inst.draining && inst.queue.is_empty() && inst.running.is_empty() {
+            self.free(e);
+        }
+    }
+
+    fn enqueue(&mut self, e: usize, q: &Arrival) {
+        let inst = &mut self.insts[e];
+        inst.queue.push_back(Pending {
+            at_ms: q.at_ms,
+            slo_ms: q.slo_ms.unwrap_or(f64::INFINITY),
+        });
+        let model = self.snapshot.variants()[inst.variant].model.clone();
+        let entry = self.window_slo.entry(model).or_insert((0, None, None));
+        entry.0 += 1;
+        entry.1 = match (entry.1, q.slo_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        entry.2 = match (entry.2, q.min_accuracy) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.start_batch(e);
+        self.report_queue(e);
+    }
+
+    fn arrive(&mut self, q: &Arrival, policy: &mut dyn Policy) {
+        self.sec(q.at_ms).arrivals += 1;
+        self.app_window[q.app] += 1;
+        let route = {
+            let world = self.world(&[], &[]);
+            policy.route(&world, q)
+        };
+        let target = match route {
+            Route::Instance(s) => self
+                .by_snapshot
+                .get(s)
+                .copied()
+                .filter(|&e| !self.insts[e].draining && !self.insts[e].gone),
+            Route::Load {
+                variant,
+                worker,
+                meanwhile,
+            } => {
+                let loading = match self.loading.get(&variant).copied() {
+                    Some(e) => Some(e),
+                    None => {
+                        let e = self.load(variant, worker, false);
+                        if e.is_some() {
+                            self.sec(self.now).actions += 1;
+                        }
+                        e
+                    }
+                };
+                let now = meanwhile
+                    .and_then(|s| self.by_snapshot.get(s).copied())
+                    .filter(|&e| !self.insts[e].draining && !self.insts[e].gone);
+                now.or(loading)
+            }
+            Route::Drop => None,
+        };
+        match target {
+            Some(e) => self.enqueue(e, q),
+            None => self.sec(q.at_ms).dropped += 1,
+        }
+    }
+
+    fn apply(&mut self, changes: Vec<Change>) {
+        for c in changes {
+            let applied = match c {
+                Change::Load {
+                    variant,
+                    worker,
+                    warm,
+                } => self.load(variant, worker, warm).is_some(),
+                Change::Replace {
+                    from,
+                    variant,
+                    worker,
+                } => match (
+                    self.by_snapshot.get(from).copied(),
+                    self.load(variant, worker, false),
+                ) {
+                    (Some(old), Some(new)) => {
+                        self.insts[new].replaces = Some(old);
+                        // Queries keep going to the old instance until the new one serves.
+                        if self.loading.get(&variant) == Some(&new) {
+                            self.loading.remove(&variant);
+                        }
+                        true
+                    }
+                    (None, Some(new)) => {
+                        self.unload(new);
+                        false
+                    }
+                    _ => false,
+                },
+                Change::Unload { instance } => match self.by_snapshot.get(instance).copied() {
+                    Some(e) => {
+                        self.unload(e);
+                        true
+                    }
+                    None => false,
+                },
+            };
+            if applied {
+                self.sec(self.now).actions += 1;
+            }
+        }
+    }
+
+    fn tick(&mut self, policy: &mut dyn Policy) {
+        let secs = self.cluster.tick_ms / 1e3;
+        // The monitoring window: every serving instance along the state machine.
+        for s in 0..self.by_snapshot.len() {
+            let e = self.by_snapshot[s];
+            let inst = &self.insts[e];
+            if inst.draining || inst.gone {
+                continue;
+            }
+            let v = &self.snapshot.variants()[inst.variant];
+            let qps = inst.served_window as f64 / secs;
+            let batch = inst.running.len().max(1);
+            let profiled = v.latency_at(batch).map_or(0.0, |(p, k)| p.p99_ms * k);
+            let figures = InstanceFigures {
+                loaded: true,
+                qps,
+                peak_qps: v.peak_qps(),
+                queue_len: inst.queue.len() + inst.running.len(),
+                max_batch: v.max_batch,
+                p99_ms_observed: (inst.served_window > 0).then_some(profiled),
+                p99_ms_profiled: profiled,
+            };
+            let before = self.snapshot.instances()[s].state;
+            if let Ok(after) = self
+                .snapshot
+                .observe_instance(s, &figures, &self.thresholds)
+            {
+                if after != before {
+                    self.insts[e].state_since_ms = self.now;
+                }
+            }
+            self.insts[e].served_window = 0;
+        }
+        let mut window = std::mem::take(&mut self.window);
+        window.seconds = secs;
+        window.models = self
+            .window_slo
+            .drain()
+            .map(|(m, (n, slo, acc))| {
+                (
+                    m,
+                    ModelDemand {
+                        rows_per_s: n as f64 / secs,
+                        slo_ms: slo,
+                        min_accuracy: acc,
+                    },
+                )
+            })
+            .collect();
+        window.app_rate = self.app_window.iter().map(|&n| n as f64 / secs).collect();
+        self.app_window.iter_mut().for_each(|n| *n = 0);
+        let changes = {
+            let (ages, changing) = self.ages_and_changes();
+            let world = self.world(&ages, &changing);
+            policy.tick(&world, &window)
+        };
+        self.apply(changes);
+        // Instances held at the end of the window.
+        let mut held = [0u32; 2];
+        for inst in self.insts.iter().filter(|i| !i.gone) {
+            let hw = self.snapshot.variants()[inst.variant].hardware;
+            held[usize::from(hw == HardwareKind::Gpu)] += 1;
+        }
+        let at = self.now - 1e-6;
+        self.sec(at).instances = held;
+    }
+
+    fn busy(&self) -> bool {
+        self.insts
+            .iter()
+            .any(|i| !i.gone && (!i.queue.is_empty() || !i.running.is_empty()))
+    }
+
+    fn run(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(usize, usize)) {
+        let provision = {
+            let world = self.world(&[], &[]);
+            policy.provision(&world)
+        };
+        self.apply(provision);
+        self.started = true;
+        self.schedule(self.cluster.tick_ms, Kind::Tick);
+        let trace = self.trace;
+        let arrivals = &trace.arrivals;
+        let total = arrivals.len();
+        let mut next = 0;
+        loop {
+            let event_at = self
+                .events
+                .peek()
+                .map(|Reverse((t, _, _))| f64::from_bits(*t));
+            let arrival_at = arrivals.get(next).map(|a| a.at_ms);
+            match (event_at, arrival_at) {
+                (Some(t), a) if a.is_none_or(|a| t <= a) => {
+                    let Some(Reverse((_, _, kind))) = self.events.pop() else {
+                        break;
+                    };
+                    self.now = t;
+                    match kind {
+                        Kind::Done(e) => self.done(e),
+                        Kind::Ready(e) => self.ready(e),
+                        Kind::Tick => {
+                            self.tick(policy);
+                            if next < total || self.busy() {
+                                self.schedule(self.now + self.cluster.tick_ms, Kind::Tick);
+                            }
+                        }
+                    }
+                }
+                (_, Some(a)) => {
+                    self.now = a;
+                    let q = arrivals[next];
+                    next += 1;
+                    self.arrive(&q, policy);
+                    if next % 65_536 == 0 {
+                        progress(next, total);
+                    }
+                }
+                (None, None) => break,
+                // Unreachable: an event without arrivals matches the first arm.
+                (Some(_), None) => break,
+            }
+        }
+        self.advance_cost(self.now);
+        progress(total, total);
+    }
+}
+
+fn worker(id: String, hardware: Vec<HardwareKind>, cores: usize, c: &Cluster) -> WorkerEntry {
+    WorkerEntry {
+        id,
+        hardware,
+        cores,
+        cores_used: 0,
+        memory_bytes: c.worker_memory_bytes,
+        memory_used: 0,
+        alive: true,
+        utilisation: 0.0,
+    }
+}
+
+/// Runs `policy` over `trace` on `cluster` with the variants `variants_for` made; `progress`
+/// hears (queries done, queries in all) now and then.
+pub fn simulate(
+    trace: &Trace,
+    variants: Vec<VariantEntry>,
+    cluster: &Cluster,
+    policy: &mut dyn Policy,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<PolicyReport, SimError> {
+    let started = std::time::Instant::now();
+    let mut engine = Engine::new(trace, variants, cluster.clone())?;
+    engine.run(policy, progress);
+    Ok(report(
+        &policy.name(),
+        &engine.seconds,
+        started.elapsed().as_secs_f64(),
+    ))
+}

@@ -1,0 +1,497 @@
+//! Policies the simulator compares: the platform's own (per-query selection and model
+//! autoscaling, the scheduler's functions called as they are) and baselines.
+//!
+//! | name | routing | scaling |
+//! |---|---|---|
+//! | `static_peak` | least expected wait among the application's instances | none: the most accurate variant whose p99 at a full batch is within half the SLO, replicas for the trace's peak second, loaded before the first query (Clipper-like) |
+//! | `horizontal` | least expected wait | one fixed variant (as `static_peak`'s), replicas for the last window's rate at 70% utilisation; out at once, in one at a time after 30 s (SageMaker-like) |
+//! | `infaas_greedy` | [`select`] | [`greedy`] over the window's demand |
+//! | `infaas_exact` | [`select`] | [`exact`] (the ILP) over the window's demand |
+//!
+//! The glue of `infaas_*` (families with their demand, skipping a family with a change under
+//! way) is the simulator's own: the controller's model period also scales vertically first
+//! and smooths the load, which stay inside its loop for now.
+
+use infaas_scheduler::autoscale::{
+    exact, greedy, ActionKind, FamilyDemand, Plan, ScalingConfig, ScalingError, ScalingInput,
+};
+use infaas_scheduler::{select, Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
+
+use crate::engine::{Change, Policy, Route, Window, World, TENANT};
+use crate::trace::Arrival;
+
+/// The names [`by_name`] knows.
+pub const NAMES: [&str; 4] = ["static_peak", "horizontal", "infaas_greedy", "infaas_exact"];
+
+/// The policy called `name`.
+pub fn by_name(name: &str) -> Option<Box<dyn Policy>> {
+    Some(match name {
+        "static_peak" => Box::new(StaticPeak),
+        "horizontal" => Box::new(Horizontal::default()),
+        "infaas_greedy" => Box::new(Infaas { exact: false }),
+        "infaas_exact" => Box::new(Infaas { exact: true }),
+        _ => return None,
+    })
+}
+
+/// The variant a fixed-variant policy runs for `app`: of those whose p99 at a full batch is
+/// within half of `slo_ms` (a query may wait for the batch under way, then run in the next),
+/// the most accurate, then the highest throughput; else the fastest at batch 1.
+fn fixed_variant(s: &Snapshot, app: &str, slo_ms: Option<f64>) -> Option<usize> {
+    let list = s.app_variants(TENANT, app);
+    let v = s.variants();
+    list.iter()
+        .copied()
+        .filter(|&i| slo_ms.is_none_or(|slo| 2.0 * v[i].latency_ms(v[i].max_batch) <= slo))
+        .max_by(|&a, &b| {
+            v[a].accuracy
+                .total_cmp(&v[b].accuracy)
+                .then(v[a].peak_qps().total_cmp(&v[b].peak_qps()))
+                .then(b.cmp(&a))
+        })
+        .or_else(|| {
+            list.iter()
+                .copied()
+                .min_by(|&a, &b| v[a].latency_ms(1).total_cmp(&v[b].latency_ms(1)))
+        })
+}
+
+/// Free cores and memory per worker.
+fn room(s: &Snapshot) -> Vec<(usize, u64)> {
+    s.workers()
+        .iter()
+        .map(|w| (w.free_cores(), w.free_memory()))
+        .collect()
+}
+
+/// Workers for `n` new instances of `v`, first fit, taking what they use from `room`.
+fn place(s: &Snapshot, room: &mut [(usize, u64)], v: &VariantEntry, n: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (wi, w) in s.workers().iter().enumerate() {
+        if !w.alive || !w.hardware.contains(&v.hardware) {
+            continue;
+        }
+        while out.len() < n && room[wi].0 >= v.threads && room[wi].1 >= v.memory_bytes {
+            room[wi].0 -= v.threads;
+            room[wi].1 -= v.memory_bytes;
+            out.push(wi);
+        }
+    }
+    out
+}
+
+/// The live instance of `app` with the least expected wait (queued rows / saturation
+/// throughput).
+fn least_wait(s: &Snapshot, app: &str) -> Option<usize> {
+    let v = s.variants();
+    s.app_variants(TENANT, app)
+        .iter()
+        .flat_map(|&vi| s.variant_instances(vi).iter().map(move |&i| (vi, i)))
+        .filter(|&(_, i)| s.instances()[i].state != InstanceState::Inactive)
+        .min_by(|&(va, a), &(vb, b)| {
+            let wait = |vi: usize, i: usize| s.queued(i) as f64 / v[vi].peak_qps().max(1e-9);
+            wait(va, a).total_cmp(&wait(vb, b))
+        })
+        .map(|(_, i)| i)
+}
+
+fn app_slo(world: &World, app: usize) -> Option<f64> {
+    world.app_slo.get(app).copied().flatten()
+}
+
+/// Provisioned for the peak, never changed.
+pub struct StaticPeak;
+
+impl Policy for StaticPeak {
+    fn name(&self) -> String {
+        "static_peak".into()
+    }
+
+    fn provision(&mut self, world: &World) -> Vec<Change> {
+        let s = world.snapshot;
+        let mut changes = Vec::new();
+        let mut free = room(s);
+        for (a, app) in world.apps.iter().enumerate() {
+            let Some(vi) = fixed_variant(s, app, app_slo(world, a)) else {
+                continue;
+            };
+            let v = &s.variants()[vi];
+            let n = (world.peak_rate[a] / v.peak_qps().max(1e-9))
+                .ceil()
+                .max(1.0) as usize;
+            for w in place(s, &mut free, v, n) {
+                changes.push(Change::Load {
+                    variant: vi,
+                    worker: w,
+                    warm: true,
+                });
+            }
+        }
+        changes
+    }
+
+    fn route(&mut self, world: &World, q: &Arrival) -> Route {
+        least_wait(world.snapshot, &world.apps[q.app]).map_or(Route::Drop, Route::Instance)
+    }
+}
+
+/// One fixed variant per application, replicas for the last window's rate.
+#[derive(Default)]
+pub struct Horizontal {
+    /// Per application: the window when it last scaled in.
+    last_in_ms: Vec<f64>,
+}
+
+/// Utilisation the replicas are sized for.
+const TARGET_UTILISATION: f64 = 0.7;
+/// Time between two scale-ins of one application, ms.
+const SCALE_IN_COOLDOWN_MS: f64 = 30_000.0;
+
+impl Policy for Horizontal {
+    fn name(&self) -> String {
+        "horizontal".into()
+    }
+
+    fn provision(&mut self, world: &World) -> Vec<Change> {
+        self.last_in_ms = vec![f64::NEG_INFINITY; world.apps.len()];
+        let s = world.snapshot;
+        let mut changes = Vec::new();
+        let mut free = room(s);
+        for (a, app) in world.apps.iter().enumerate() {
+            if let Some(vi) = fixed_variant(s, app, app_slo(world, a)) {
+                if let Some(&w) = place(s, &mut free, &s.variants()[vi], 1).first() {
+                    changes.push(Change::Load {
+                        variant: vi,
+                        worker: w,
+                        warm: true,
+                    });
+                }
+            }
+        }
+        changes
+    }
+
+    fn route(&mut self, world: &World, q: &Arrival) -> Route {
+        least_wait(world.snapshot, &world.apps[q.app]).map_or(Route::Drop, Route::Instance)
+    }
+
+    fn tick(&mut self, world: &World, window: &Window) -> Vec<Change> {
+        let s = world.snapshot;
+        let mut changes = Vec::new();
+        let mut free = room(s);
+        for (a, app) in world.apps.iter().enumerate() {
+            let Some(vi) = fixed_variant(s, app, app_slo(world, a)) else {
+                continue;
+            };
+            let v = &s.variants()[vi];
+            let live: Vec<usize> = s
+                .variant_instances(vi)
+                .iter()
+                .copied()
+                .filter(|&i| s.instances()[i].state != InstanceState::Inactive)
+                .collect();
+            if live
+                .iter()
+                .any(|&i| world.changing.get(i).copied().unwrap_or(false))
+            {
+                continue;
+            }
+            let rate = window.app_rate.get(a).copied().unwrap_or(0.0);
+            let want = (rate / (TARGET_UTILISATION * v.peak_qps().max(1e-9)))
+                .ceil()
+                .max(1.0) as usize;
+            if want > live.len() {
+                for w in place(s, &mut free, v, want - live.len()) {
+                    changes.push(Change::Load {
+                        variant: vi,
+                        worker: w,
+                        warm: false,
+                    });
+                }
+            } else if want < live.len() && world.now_ms - self.last_in_ms[a] >= SCALE_IN_COOLDOWN_MS
+            {
+                if let Some(&i) = live.iter().min_by_key(|&&i| s.queued(i)) {
+                    changes.push(Change::Unload { instance: i });
+                    self.last_in_ms[a] = world.now_ms;
+                }
+            }
+        }
+        changes
+    }
+}
+
+/// The platform's policies: [`select`] for every query, model autoscaling once per window.
+pub struct Infaas {
+    /// The ILP instead of the greedy heuristic.
+    pub exact: bool,
+}
+
+impl Infaas {
+    fn plan(&self, input: &ScalingInput) -> Result<Plan, ScalingError> {
+        if self.exact {
+            exact(input)
+        } else {
+            greedy(input)
+        }
+    }
+}
+
+impl Policy for Infaas {
+    fn name(&self) -> String {
+        if self.exact {
+            "infaas_exact"
+        } else {
+            "infaas_greedy"
+        }
+        .into()
+    }
+
+    fn route(&mut self, world: &World, q: &Arrival) -> Route {
+        let query = Query {
+            tenant: TENANT,
+            target: Target::App(&world.apps[q.app]),
+            latency_slo_ms: q.slo_ms,
+            min_accuracy: q.min_accuracy,
+            max_cost: None,
+            rows: 1,
+        };
+        match select(world.snapshot, &query, world.prices) {
+            Decision::Serve { instance, .. } => Route::Instance(instance),
+            Decision::Load {
+                variant,
+                worker,
+                meanwhile,
+                ..
+            } => Route::Load {
+                variant,
+                worker,
+                meanwhile,
+            },
+            Decision::Unsatisfiable { .. } | Decision::NotFound => Route::Drop,
+        }
+    }
+
+    fn tick(&mut self, world: &World, window: &Window) -> Vec<Change> {
+        let s = world.snapshot;
+        // Families (models) with live instances, unless a change of theirs is under way.
+        let mut models: Vec<&str> = Vec::new();
+        let mut busy: Vec<&str> = Vec::new();
+        for (i, inst) in s.instances().iter().enumerate() {
+            if inst.state == InstanceState::Inactive {
+                continue;
+            }
+            let model = s.variants()[inst.variant].model.as_str();
+            if world.changing.get(i).copied().unwrap_or(false) {
+                busy.push(model);
+            }
+            if !models.contains(&model) {
+                models.push(model);
+            }
+        }
+        models.retain(|m| !busy.contains(m));
+        models.sort_unstable();
+        let demands: Vec<FamilyDemand> = models
+            .iter()
+            .map(|&model| {
+                let d = window.models.get(model).copied().unwrap_or_default();
+                FamilyDemand {
+                    tenant: TENANT,
+                    model,
+                    load_qps: Some(d.rows_per_s),
+                    slo_ms: d.slo_ms,
+                    min_accuracy: d.min_accuracy,
+                }
+            })
+            .collect();
+        if demands.is_empty() {
+            return Vec::new();
+        }
+        let input = ScalingInput::from_snapshot(
+            s,
+            &demands,
+            |i| world.state_age_ms.get(i).copied().unwrap_or(0.0),
+            *world.prices,
+            ScalingConfig::default(),
+        );
+        let Ok(plan) = self.plan(&input) else {
+            return Vec::new();
+        };
+        plan.actions
+            .iter()
+            .filter_map(|a| match a.kind {
+                ActionKind::Replicate { variant, worker } => Some(Change::Load {
+                    variant,
+                    worker,
+                    warm: false,
+                }),
+                ActionKind::Upgrade { from, to, worker }
+                | ActionKind::Downgrade { from, to, worker } => Some(Change::Replace {
+                    from,
+                    variant: to,
+                    worker,
+                }),
+                ActionKind::RemoveReplica { instance } => Some(Change::Unload { instance }),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use infaas_core::LatencyPoint;
+
+    use super::*;
+    use crate::catalogue::{Accelerator, Profile};
+    use crate::engine::{simulate, variants_for, Cluster};
+    use crate::generate::Generator;
+    use crate::report::PolicyReport;
+    use crate::trace::Trace;
+
+    /// A profile whose batch of `b` rows takes `base_ms * (1 + 0.25 (b - 1))`.
+    fn profile(model: &str, acc: Accelerator, accuracy: f64, base_ms: f64) -> Profile {
+        Profile {
+            model: model.into(),
+            family: "m".into(),
+            accelerator: acc,
+            accuracy,
+            latency: [1, 2, 4, 8]
+                .iter()
+                .map(|&b| {
+                    let ms = base_ms * (1.0 + 0.25 * (b as f64 - 1.0));
+                    LatencyPoint {
+                        batch: b,
+                        p50_ms: ms,
+                        p99_ms: ms * 1.1,
+                        mean_ms: ms,
+                        throughput_per_s: b as f64 * 1e3 / ms,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Two models of one family: a small fast one and a large accurate one, on CPU and GPU.
+    fn catalogue() -> Vec<Profile> {
+        vec![
+            profile("m-small", Accelerator::Cpu, 0.70, 4.0),
+            profile("m-large", Accelerator::Cpu, 0.90, 40.0),
+            profile("m-large", Accelerator::GpuAmpere, 0.90, 4.0),
+        ]
+    }
+
+    fn cluster() -> Cluster {
+        Cluster {
+            cpu_workers: 4,
+            cpu_cores: 16,
+            gpu_workers: 4,
+            load_ms_cpu: 1_000.0,
+            load_ms_gpu: 2_000.0,
+            ..Cluster::default()
+        }
+    }
+
+    fn run(policy: &str, trace: &Trace) -> PolicyReport {
+        let variants = variants_for(trace, &catalogue(), &cluster()).unwrap();
+        let mut p = by_name(policy).unwrap();
+        simulate(trace, variants, &cluster(), p.as_mut(), &mut |_, _| {}).unwrap()
+    }
+
+    fn trace(spec: &str) -> Trace {
+        spec.parse::<Generator>().unwrap().generate()
+    }
+
+    #[test]
+    fn static_peak_meets_the_slo_and_pays_for_the_peak_throughout() {
+        // m-large on the GPU: 8 rows in 11 ms, p99 at a full batch 12.1 ms: ~727 rows/s.
+        let t = trace("poisson:rate=1000,duration=30,app=m,slo=100");
+        let r = run("static_peak", &t);
+        assert_eq!(r.summary.queries as usize, t.arrivals.len());
+        assert!(r.summary.slo_attainment > 0.99, "{:?}", r.summary);
+        assert!((r.summary.mean_accuracy.unwrap() - 0.90).abs() < 1e-9);
+        // Replicas for the busiest second, each holding one GPU and one core the whole run.
+        let peak = t.per_second()[0].iter().copied().max().unwrap() as f64;
+        let replicas = (peak / (8.0 * 1e3 / 11.0)).ceil();
+        let prices = cluster().prices;
+        let rate = prices.gpu_per_s
+            + prices.cpu_core_per_s
+            + 2.0 * prices.memory_gb_per_s * (1u64 << 30) as f64 / 1e9;
+        let expected = replicas * rate * t.duration_ms() / 1e3;
+        assert!(
+            (r.summary.cost_usd / expected - 1.0).abs() < 0.05,
+            "{} vs {expected}",
+            r.summary.cost_usd
+        );
+        assert_eq!(r.summary.actions, replicas as u64);
+    }
+
+    #[test]
+    fn the_platform_costs_less_than_static_peak_at_low_load_with_equal_attainment() {
+        // A low, steady load with a loose SLO: the platform's cheapest variant that meets it.
+        let t = trace("poisson:rate=50,duration=60,app=m,slo=200");
+        let platform = run("infaas_greedy", &t);
+        let fixed = run("static_peak", &t);
+        assert!(
+            platform.summary.cost_usd < 0.5 * fixed.summary.cost_usd,
+            "{} vs {}",
+            platform.summary.cost_usd,
+            fixed.summary.cost_usd
+        );
+        // Only the first queries wait for the first load.
+        assert!(
+            platform.summary.slo_attainment > 0.97,
+            "{:?}",
+            platform.summary
+        );
+        assert!(fixed.summary.slo_attainment > 0.99, "{:?}", fixed.summary);
+    }
+
+    /// Before a query that cannot wait for a load was served meanwhile by a busy instance
+    /// (`Decision::Load::meanwhile`), every query of the step queued at the one instance being
+    /// loaded and the platform's attainment alternated between 0.1 and 0.97 from window to
+    /// window for as long as the load lasted.
+    #[test]
+    fn after_a_step_past_one_instance_the_slo_is_met_again_within_seconds() {
+        // From 10x below one m-small CPU instance's capacity (~1,455 rows/s at batch 8) to 2x
+        // above it, at second 20.
+        let t = trace("step:from=150,to=3000,at=20,duration=60,app=m,slo=50");
+        for policy in ["infaas_greedy", "horizontal"] {
+            let r = run(policy, &t);
+            let recovered = r
+                .series
+                .iter()
+                .skip(20)
+                .position(|p| p.slo_attainment.is_some_and(|a| a > 0.99))
+                .map(|s| s as f64);
+            let after = r.series[35..55]
+                .iter()
+                .all(|p| p.slo_attainment.is_some_and(|a| a > 0.99));
+            assert!(
+                recovered.is_some_and(|s| s <= 10.0) && after,
+                "{policy}: {:?}",
+                r.series[18..40]
+                    .iter()
+                    .map(|p| (p.slo_attainment, p.cpu_instances, p.gpu_instances))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn a_run_is_repeatable() {
+        let t = trace("gamma:rate=300,cv=3,duration=20,app=m,slo=100,seed=3");
+        let (mut a, mut b) = (run("infaas_greedy", &t), run("infaas_greedy", &t));
+        a.summary.sim_queries_per_s = 0.0;
+        b.summary.sim_queries_per_s = 0.0;
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn every_name_is_a_policy() {
+        for n in NAMES {
+            assert_eq!(by_name(n).unwrap().name(), n);
+        }
+        assert!(by_name("clipper").is_none());
+    }
+}
