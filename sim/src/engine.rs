@@ -20,7 +20,7 @@ use infaas_scheduler::{
 };
 
 use crate::catalogue::{Accelerator, Profile};
-use crate::report::{report, PolicyReport, Second};
+use crate::report::{app_summary, report, PolicyReport, Second};
 use crate::trace::{Arrival, Trace};
 
 /// The tenant every simulated application belongs to.
@@ -198,6 +198,7 @@ pub trait Policy {
 struct Pending {
     at_ms: f64,
     slo_ms: f64,
+    app: usize,
 }
 
 #[derive(Debug)]
@@ -243,6 +244,8 @@ struct Engine<'t> {
     seq: u64,
     now: f64,
     seconds: Vec<Second>,
+    /// The same tallies per application, over the whole run.
+    per_app: Vec<Second>,
     cost_rate: f64,
     cost_since: f64,
     window: Window,
@@ -314,6 +317,7 @@ impl<'t> Engine<'t> {
             seq: 0,
             now: 0.0,
             seconds: Vec::new(),
+            per_app: vec![Second::default(); trace.apps.len()],
             cost_rate: 0.0,
             cost_since: 0.0,
             window: Window::default(),
@@ -540,12 +544,14 @@ impl<'t> Engine<'t> {
         let now = self.now;
         for p in &batch {
             let latency = now - p.at_ms;
-            let s = self.sec(p.at_ms);
-            s.served += 1;
-            s.latency.add(latency);
-            s.accuracy_sum += accuracy;
-            if latency <= p.slo_ms {
-                s.met_slo += 1;
+            let met = latency <= p.slo_ms;
+            self.sec(p.at_ms);
+            let at = second(p.at_ms);
+            for s in [&mut self.seconds[at], &mut self.per_app[p.app]] {
+                s.served += 1;
+                s.latency.add(latency);
+                s.accuracy_sum += accuracy;
+                s.met_slo += u64::from(met);
             }
         }
         self.start_batch(e);
@@ -561,6 +567,7 @@ impl<'t> Engine<'t> {
         inst.queue.push_back(Pending {
             at_ms: q.at_ms,
             slo_ms: q.slo_ms.unwrap_or(f64::INFINITY),
+            app: q.app,
         });
         let model = self.snapshot.variants()[inst.variant].model.clone();
         let entry = self.window_slo.entry(model).or_insert((0, None, None));
@@ -579,6 +586,7 @@ impl<'t> Engine<'t> {
 
     fn arrive(&mut self, q: &Arrival, policy: &mut dyn Policy) {
         self.sec(q.at_ms).arrivals += 1;
+        self.per_app[q.app].arrivals += 1;
         self.app_window[q.app] += 1;
         let route = {
             let world = self.world(&[], &[]);
@@ -614,7 +622,10 @@ impl<'t> Engine<'t> {
         };
         match target {
             Some(e) => self.enqueue(e, q),
-            None => self.sec(q.at_ms).dropped += 1,
+            None => {
+                self.sec(q.at_ms).dropped += 1;
+                self.per_app[q.app].dropped += 1;
+            }
         }
     }
 
@@ -814,9 +825,16 @@ pub fn simulate(
     let started = std::time::Instant::now();
     let mut engine = Engine::new(trace, variants, cluster.clone())?;
     engine.run(policy, progress);
-    Ok(report(
+    let mut r = report(
         &policy.name(),
         &engine.seconds,
         started.elapsed().as_secs_f64(),
-    ))
+    );
+    r.apps = trace
+        .apps
+        .iter()
+        .zip(&engine.per_app)
+        .map(|(name, tally)| app_summary(name, tally))
+        .collect();
+    Ok(r)
 }

@@ -8,12 +8,16 @@
 //! | `infaas_greedy` | [`select`] | [`greedy`] over the window's demand |
 //! | `infaas_exact` | [`select`] | [`exact`] (the ILP) over the window's demand |
 //!
-//! The glue of `infaas_*` (families with their demand, skipping a family with a change under
-//! way) is the simulator's own: the controller's model period also scales vertically first
-//! and smooths the load, which stay inside its loop for now.
+//! The glue of `infaas_*` (families with their planned load, [`PlannedLoad`] as in the
+//! controller; a family with a change under way skipped) is the simulator's own: the
+//! controller's model period also scales vertically first, which stays inside its loop for
+//! now.
+
+use std::collections::HashMap;
 
 use infaas_scheduler::autoscale::{
-    exact, greedy, ActionKind, FamilyDemand, Plan, ScalingConfig, ScalingError, ScalingInput,
+    exact, greedy, ActionKind, FamilyDemand, Plan, PlannedLoad, ScalingConfig, ScalingError,
+    ScalingInput,
 };
 use infaas_scheduler::{select, Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
 
@@ -28,8 +32,11 @@ pub fn by_name(name: &str) -> Option<Box<dyn Policy>> {
     Some(match name {
         "static_peak" => Box::new(StaticPeak),
         "horizontal" => Box::new(Horizontal::default()),
-        "infaas_greedy" => Box::new(Infaas { exact: false }),
-        "infaas_exact" => Box::new(Infaas { exact: true }),
+        "infaas_greedy" => Box::new(Infaas::default()),
+        "infaas_exact" => Box::new(Infaas {
+            exact: true,
+            ..Infaas::default()
+        }),
         _ => return None,
     })
 }
@@ -220,10 +227,13 @@ impl Policy for Horizontal {
     }
 }
 
-/// The platform's policies: [`select`] for every query, model autoscaling once per window.
+/// The platform's policies: [`select`] for every query, model autoscaling once per window
+/// on each family's [`PlannedLoad`].
+#[derive(Default)]
 pub struct Infaas {
     /// The ILP instead of the greedy heuristic.
     pub exact: bool,
+    loads: HashMap<String, PlannedLoad>,
 }
 
 impl Infaas {
@@ -288,6 +298,18 @@ impl Policy for Infaas {
                 models.push(model);
             }
         }
+        self.loads.retain(|m, _| models.contains(&m.as_str()));
+        // The planned load of every live family follows its arrivals, busy or not.
+        let mut planned: HashMap<&str, f64> = HashMap::new();
+        for &model in &models {
+            let rate = window.models.get(model).map_or(0.0, |d| d.rows_per_s);
+            let load = self
+                .loads
+                .entry(model.to_string())
+                .or_default()
+                .observe(rate);
+            planned.insert(model, load);
+        }
         models.retain(|m| !busy.contains(m));
         models.sort_unstable();
         let demands: Vec<FamilyDemand> = models
@@ -297,7 +319,7 @@ impl Policy for Infaas {
                 FamilyDemand {
                     tenant: TENANT,
                     model,
-                    load_qps: Some(d.rows_per_s),
+                    load_qps: planned.get(model).copied(),
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
                 }
@@ -409,6 +431,12 @@ mod tests {
         let r = run("static_peak", &t);
         assert_eq!(r.summary.queries as usize, t.arrivals.len());
         assert!(r.summary.slo_attainment > 0.99, "{:?}", r.summary);
+        assert_eq!(r.apps.len(), 1);
+        assert_eq!(
+            (r.apps[0].app.as_str(), r.apps[0].queries),
+            ("m", r.summary.queries)
+        );
+        assert_eq!(r.apps[0].slo_attainment, r.summary.slo_attainment);
         assert!((r.summary.mean_accuracy.unwrap() - 0.90).abs() < 1e-9);
         // Replicas for the busiest second, each holding one GPU and one core the whole run.
         let peak = t.per_second()[0].iter().copied().max().unwrap() as f64;

@@ -122,12 +122,40 @@ pub struct Point {
     pub dropped: u64,
 }
 
-/// A policy's run: its totals and its series.
+/// One application's totals in a run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AppSummary {
+    pub app: String,
+    pub queries: u64,
+    pub slo_attainment: f64,
+    pub p99_ms: Option<f64>,
+    pub mean_accuracy: Option<f64>,
+    pub dropped: u64,
+}
+
+/// A policy's run: its totals, per application and per second.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct PolicyReport {
     pub policy: String,
     pub summary: Summary,
+    pub apps: Vec<AppSummary>,
     pub series: Vec<Point>,
+}
+
+/// The totals of one application from its tally (a [`Second`] over the whole run).
+pub fn app_summary(app: &str, t: &Second) -> AppSummary {
+    AppSummary {
+        app: app.to_string(),
+        queries: t.arrivals,
+        slo_attainment: if t.arrivals > 0 {
+            t.met_slo as f64 / t.arrivals as f64
+        } else {
+            1.0
+        },
+        p99_ms: t.latency.quantile(0.99),
+        mean_accuracy: (t.served > 0).then(|| t.accuracy_sum / t.served as f64),
+        dropped: t.dropped,
+    }
 }
 
 /// Builds the report of a run from its seconds.
@@ -181,6 +209,7 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
                 0.0
             },
         },
+        apps: Vec::new(),
         series,
     }
 }

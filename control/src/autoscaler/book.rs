@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use infaas_core::HardwareKind;
 use infaas_provision::ProvisionedWorker;
+use infaas_scheduler::autoscale::PlannedLoad;
 use infaas_scheduler::{InstanceState, Snapshot};
 
 /// A family: `(tenant id, model name)`.
@@ -37,28 +38,19 @@ pub struct Provisioned {
     pub stopping: bool,
 }
 
-/// Smoothed load of one family.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Smoothed {
-    ewma: f64,
-}
-
 /// See the module documentation.
 #[derive(Debug, Default)]
 pub struct Book {
     busy: HashMap<FamilyKey, Instant>,
     ages: HashMap<String, (InstanceState, Instant)>,
     last_busy: HashMap<String, Instant>,
-    loads: HashMap<FamilyKey, Smoothed>,
+    loads: HashMap<FamilyKey, PlannedLoad>,
     interfered: HashMap<String, usize>,
     pub shortage: Option<Shortage>,
     pub provisioned: HashMap<String, Provisioned>,
     /// An add under way (the provider call has not returned).
     pub adding: bool,
 }
-
-/// Weight of the newest period in the smoothed load.
-const EWMA_WEIGHT: f64 = 0.5;
 
 impl Book {
     /// Marks a family busy; `false` when an action of it is already under way.
@@ -146,15 +138,9 @@ impl Book {
     }
 
     /// Folds one period's arrival rate into a family's load and returns the load to plan
-    /// for: the higher of this period's rate and the smoothed one, so that the autoscaler
-    /// scales up at the first busy period and down only once the load has stayed low.
+    /// for ([`PlannedLoad`]).
     pub fn family_load(&mut self, family: &FamilyKey, rate: f64) -> f64 {
-        let s = self
-            .loads
-            .entry(family.clone())
-            .or_insert(Smoothed { ewma: rate });
-        s.ewma = EWMA_WEIGHT * rate + (1.0 - EWMA_WEIGHT) * s.ewma;
-        rate.max(s.ewma)
+        self.loads.entry(family.clone()).or_default().observe(rate)
     }
 
     /// Forgets the loads of families not in `live`.
@@ -334,11 +320,9 @@ mod tests {
     fn load_rises_at_once_and_falls_slowly() {
         let mut b = Book::default();
         let f = family();
-        assert_eq!(b.family_load(&f, 100.0), 100.0);
-        assert_eq!(b.family_load(&f, 1000.0), 1000.0, "a burst counts at once");
-        // Smoothed: 550, then 300: the drop shows gradually.
-        assert_eq!(b.family_load(&f, 50.0), 300.0);
-        assert_eq!(b.family_load(&f, 50.0), 175.0);
+        assert_eq!(b.family_load(&f, 1000.0), 1000.0);
+        // Smoothed: the drop shows gradually.
+        assert_eq!(b.family_load(&f, 50.0), 525.0);
         b.retain_families(&BTreeSet::new());
         assert_eq!(
             b.family_load(&f, 10.0),

@@ -11,6 +11,7 @@
 //!   CPU instance now, smaller instances once the load has been stable.
 //! - [`mod@workers`]: the VM-Autoscaler's decision to add or remove workers.
 //! - [`mod@migration`]: moving instances that stay Interfered.
+//! - [`mod@load`]: the load a family is planned for (bursts at once, lulls smoothed).
 //!
 //! # The model-scaling problem
 //!
@@ -56,6 +57,7 @@
 //! [`MigrationConfig`].
 
 pub mod ilp;
+pub mod load;
 pub mod migration;
 pub mod model;
 mod problem;
@@ -69,6 +71,7 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::{Prices, VariantEntry};
 
 pub use ilp::{exact, exact_with, gap, Gap};
+pub use load::PlannedLoad;
 pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
