@@ -8,7 +8,7 @@ use clap::Args;
 use infaas_sim::catalogue::{read_proteus, Accelerator};
 use infaas_sim::generate::Generator;
 use infaas_sim::policy::{by_name, NAMES};
-use infaas_sim::report::{series_csv, PolicyReport};
+use infaas_sim::report::{series_csv, Point, PolicyReport};
 use infaas_sim::trace::Trace;
 use infaas_sim::{simulate, variants_for, Cluster};
 
@@ -40,6 +40,9 @@ pub struct SimArgs {
     /// Where the per-second series go as CSV.
     #[arg(long)]
     series: Option<PathBuf>,
+    /// Where an SVG of cost, SLO attainment and accuracy over time goes (a line per policy).
+    #[arg(long)]
+    plot: Option<PathBuf>,
     #[arg(long, default_value_t = 16)]
     cpu_workers: usize,
     #[arg(long, default_value_t = 16)]
@@ -145,6 +148,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot(&reports))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if let Some(path) = &args.series {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -152,4 +159,53 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         series_csv(&reports, &mut f)?;
     }
     Ok(())
+}
+
+/// Cost, SLO attainment and accuracy over time, one line per policy, as one standalone SVG
+/// document (the dashboard's chart drawing and stylesheet).
+fn plot(reports: &[PolicyReport]) -> String {
+    use infaas_web::chart::{LineChart, Series, XAxis, HEIGHT, WIDTH};
+    const CLASSES: [&str; 4] = ["s1", "s2", "s3", "slo"];
+    let seconds = reports.iter().map(|r| r.series.len()).max().unwrap_or(0);
+    let chart = |title: &str, unit: &str, value: fn(&Point) -> Option<f64>| {
+        LineChart {
+            title: title.into(),
+            unit: unit.into(),
+            minutes: (0..seconds as i64).map(|s| s * 1000).collect(),
+            x_axis: XAxis::Elapsed,
+            series: reports
+                .iter()
+                .enumerate()
+                .map(|(i, r)| Series {
+                    label: r.policy.clone(),
+                    class: CLASSES[i % CLASSES.len()],
+                    values: (0..seconds)
+                        .map(|s| r.series.get(s).and_then(value))
+                        .collect(),
+                })
+                .collect(),
+        }
+        .to_svg()
+    };
+    let charts = [
+        chart("SIMULATED cost per second", "$/s", |p| Some(p.cost_per_s)),
+        chart("SIMULATED SLO attainment", "fraction", |p| p.slo_attainment),
+        chart("SIMULATED accuracy served", "accuracy", |p| p.mean_accuracy),
+    ];
+    let gap = 10.0;
+    let total = charts.len() as f64 * (HEIGHT + gap);
+    let mut svg = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total}" viewBox="0 0 {WIDTH} {total}"><style>{}</style>"#,
+        infaas_web::DASHBOARD_CSS
+    );
+    for (i, c) in charts.iter().enumerate() {
+        let y = i as f64 * (HEIGHT + gap);
+        svg.push_str(&c.replacen(
+            "<svg ",
+            &format!(r#"<svg x="0" y="{y}" width="{WIDTH}" height="{HEIGHT}" "#),
+            1,
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
 }

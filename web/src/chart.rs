@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::format::{clock, escape};
+use crate::format::{clock, elapsed, escape};
 
 /// Size of every chart, in SVG user units.
 pub const WIDTH: f64 = 640.0;
@@ -26,14 +26,24 @@ pub struct Series {
     pub values: Vec<Option<f64>>,
 }
 
+/// How the x axis is labelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XAxis {
+    /// Times of day (`HH:MM`, UTC): `minutes` are milliseconds since the Unix epoch.
+    Clock,
+    /// Time since the start (`M:SS`, `H:MM:SS`): `minutes` are milliseconds from it.
+    Elapsed,
+}
+
 /// A chart over time.
 #[derive(Debug, Clone)]
 pub struct LineChart {
     pub title: String,
     /// Unit of the y axis, shown after the tick labels (`ms`, `req/min`, `$`).
     pub unit: String,
-    /// Start of each minute, in milliseconds since the Unix epoch, ascending.
+    /// The x position of each point, in milliseconds (see [`XAxis`]), ascending.
     pub minutes: Vec<i64>,
+    pub x_axis: XAxis,
     pub series: Vec<Series>,
 }
 
@@ -122,6 +132,14 @@ pub fn number(v: f64) -> String {
 }
 
 impl LineChart {
+    /// The label of an x position.
+    fn x_label(&self, ms: i64) -> String {
+        match self.x_axis {
+            XAxis::Clock => clock(ms),
+            XAxis::Elapsed => elapsed(ms),
+        }
+    }
+
     /// The chart as an `<svg>` element; every text in it is escaped.
     pub fn to_svg(&self) -> String {
         let scale = Scale::of(self);
@@ -158,14 +176,14 @@ impl LineChart {
             let _ = write!(
                 svg,
                 r#"<text class="tick" x="{LEFT}" y="{y}">{}</text>"#,
-                clock(*first)
+                self.x_label(*first)
             );
             if last != first {
                 let _ = write!(
                     svg,
                     r#"<text class="tick" x="{:.1}" y="{y}" text-anchor="end">{}</text>"#,
                     WIDTH - RIGHT,
-                    clock(*last)
+                    self.x_label(*last)
                 );
             }
         } else {
@@ -207,7 +225,7 @@ impl LineChart {
                         scale.x(*minute),
                         scale.y(*v),
                         number(*v),
-                        clock(*minute),
+                        self.x_label(*minute),
                         escape(&s.label),
                         number(*v),
                         escape(&self.unit)
@@ -252,6 +270,7 @@ mod tests {
             title: "Latency".into(),
             unit: "ms".into(),
             minutes: (0..values.len() as i64).map(|i| i * 60_000).collect(),
+            x_axis: XAxis::Clock,
             series: vec![Series {
                 label: "mean".into(),
                 class: "s1",

@@ -39,6 +39,17 @@ pub fn clock(ms: i64) -> String {
     format!("{h:02}:{m:02}")
 }
 
+/// `M:SS` (or `H:MM:SS` from an hour) of a duration in milliseconds.
+pub fn elapsed(ms: i64) -> String {
+    let secs = ms.max(0) / 1000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m}:{s:02}")
+    }
+}
+
 /// `YYYY-MM-DD HH:MM:SS UTC` of a time in milliseconds since the Unix epoch.
 pub fn datetime(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
@@ -134,6 +145,9 @@ mod tests {
         assert_eq!(clock(0), "00:00");
         assert_eq!(clock((13 * 60 + 7) * 60_000 + 59_999), "13:07");
         assert_eq!(datetime(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(elapsed(0), "0:00");
+        assert_eq!(elapsed(291_999), "4:51");
+        assert_eq!(elapsed((3600 + 61) * 1000), "1:01:01");
         // 2024-02-29 12:34:56 UTC (a leap day).
         assert_eq!(datetime(1_709_210_096_000), "2024-02-29 12:34:56 UTC");
     }

@@ -22,4 +22,5 @@ mod openapi;
 mod registry;
 mod sdk_clients;
 mod serving;
+mod sim_cli;
 mod simulated_gpu;

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use infaas_store::UsageRow;
-use infaas_web::chart::{LineChart, Series};
+use infaas_web::chart::{LineChart, Series, XAxis};
 use infaas_web::dashboard::{AppSummary, VariantUsage};
 use infaas_web::format;
 
@@ -130,12 +130,14 @@ pub fn charts(rows: &[UsageRow], minutes: &[i64]) -> (LineChart, LineChart, Line
         title: "Latency per minute".into(),
         unit: "ms".into(),
         minutes: minutes.to_vec(),
+        x_axis: XAxis::Clock,
         series: latency_series,
     };
     let throughput = LineChart {
         title: "Requests per minute".into(),
         unit: "req/min".into(),
         minutes: minutes.to_vec(),
+        x_axis: XAxis::Clock,
         series: vec![Series {
             label: "requests".into(),
             class: "s3",
@@ -155,6 +157,7 @@ pub fn cost_chart(rows: &[UsageRow], minutes: &[i64]) -> LineChart {
         title: "Cost per minute".into(),
         unit: "$".into(),
         minutes: minutes.to_vec(),
+        x_axis: XAxis::Clock,
         series: vec![Series {
             label: "cost".into(),
             class: "s1",

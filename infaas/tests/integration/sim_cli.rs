@@ -1,0 +1,148 @@
+//! `infaas sim` as a user runs it: a generated workload on a catalogue of their own, two
+//! policies, the JSON report, the CSV series and the SVG plot; and bad input named.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+const CATALOGUE: &str = "Model,Accel,Trials,batchsize,50th_pct,90th_pct,avg_latency(ms),Min,Max,Accuracy,Normalized_Accuracy
+resnet18_v1,onnxruntime_cpu,100,1,8,9,8.5,7,12,69.8,80
+resnet18_v1,onnxruntime_cpu,100,4,20,24,21,18,30,69.8,80
+resnet50_v1,onnxruntime_cpu,100,1,30,34,31,28,40,76.1,90
+resnet50_v1,onnxruntime_gpu_ampere,100,1,3,3.5,3.2,2.8,5,76.1,90
+resnet50_v1,onnxruntime_gpu_ampere,100,8,9,10,9.5,8,14,76.1,90
+";
+
+fn sim(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .arg("sim")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_generated_workload_is_simulated_under_two_policies_with_report_series_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(p("profiles.csv"), CATALOGUE).unwrap();
+    let out = sim(&[
+        "--generate",
+        "poisson:rate=200,duration=20,app=resnet,slo=100",
+        "--profiles",
+        &p("profiles.csv"),
+        "--policy",
+        "static_peak,infaas_greedy",
+        "--out",
+        &p("out.json"),
+        "--series",
+        &p("series.csv"),
+        "--plot",
+        &p("plot.svg"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("static_peak") && stdout.contains("infaas_greedy"),
+        "{stdout}"
+    );
+
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p("out.json")).unwrap()).unwrap();
+    assert_eq!(report["simulated"], true);
+    let queries = report["trace"]["queries"].as_u64().unwrap();
+    assert!((3_500..4_500).contains(&queries), "{queries}");
+    let policies = report["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 2);
+    for policy in policies {
+        let s = &policy["summary"];
+        assert_eq!(s["queries"].as_u64(), Some(queries));
+        for key in [
+            "slo_attainment",
+            "p99_ms",
+            "cost_usd",
+            "mean_accuracy",
+            "dropped",
+            "sim_queries_per_s",
+        ] {
+            assert!(!s[key].is_null(), "{key} missing: {s}");
+        }
+        assert!(s["cost_usd"].as_f64().unwrap() > 0.0);
+        assert_eq!(policy["apps"][0]["app"], "resnet");
+        assert!(policy["series"].as_array().unwrap().len() >= 20);
+    }
+    // Provisioned for the peak on the accurate GPU variant: everything within the SLO.
+    assert!(policies[0]["summary"]["slo_attainment"].as_f64().unwrap() > 0.99);
+    assert!((policies[0]["summary"]["mean_accuracy"].as_f64().unwrap() - 0.761).abs() < 1e-9);
+
+    let series = std::fs::read_to_string(p("series.csv")).unwrap();
+    assert!(
+        series.starts_with("policy,second,arrivals,slo_attainment,"),
+        "{series}"
+    );
+    assert!(
+        series
+            .lines()
+            .filter(|l| l.starts_with("infaas_greedy,"))
+            .count()
+            >= 20
+    );
+
+    let svg = std::fs::read_to_string(p("plot.svg")).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    // Three charts, each placed below the last.
+    assert_eq!(svg.matches(r#"class="chart""#).count(), 3);
+    for y in ["y=\"0\"", "y=\"210\"", "y=\"420\""] {
+        assert!(svg.contains(y), "{y}");
+    }
+    assert!(svg.matches("SIMULATED").count() >= 3);
+    assert!(svg.contains("static_peak") && svg.contains("infaas_greedy"));
+}
+
+#[test]
+fn bad_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("profiles.csv");
+    std::fs::write(&profiles, CATALOGUE).unwrap();
+    let profiles = profiles.display().to_string();
+    for (args, says) in [
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
+                "--policy",
+                "clipper",
+            ],
+            "unknown policy 'clipper'",
+        ),
+        (
+            vec!["--generate", "poisson:rate=10", "--policy", "static_peak"],
+            "'duration' is required",
+        ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=bert",
+                "--policy",
+                "static_peak",
+            ],
+            "no profile of the catalogue serves application 'bert'",
+        ),
+        (
+            vec!["--trace", "/nonexistent/trace.csv"],
+            "cannot read /nonexistent/trace.csv",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--profiles", &profiles]);
+        let out = sim(&all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    assert!(Path::new(&profiles).exists());
+}
