@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use infaas_scheduler::autoscale::ScalingConfig;
 use infaas_sim::catalogue::{read_proteus, Accelerator};
 use infaas_sim::generate::Generator;
 use infaas_sim::policy::{by_name, NAMES};
@@ -55,6 +56,13 @@ pub struct SimArgs {
     /// Cores one CPU instance holds.
     #[arg(long, default_value_t = 4)]
     cpu_threads: usize,
+    /// Headroom the platform's autoscaler keeps (`autoscale.slack`: saturation throughput /
+    /// load below which a family scales up).
+    #[arg(long, default_value_t = 1.05)]
+    slack: f64,
+    /// Headroom above which it scales down (`autoscale.scale_down`; default 1.5 x slack / 1.05).
+    #[arg(long)]
+    scale_down: Option<f64>,
 }
 
 /// Runs the command.
@@ -78,9 +86,24 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         ..Cluster::default()
     };
     let variants = variants_for(&trace, &catalogue, &cluster)?;
+    if !(args.slack >= 1.0 && args.slack.is_finite()) {
+        anyhow::bail!("--slack {} must be at least 1", args.slack);
+    }
+    let scaling = ScalingConfig {
+        slack: args.slack,
+        scale_down: args.scale_down.unwrap_or(1.5 * args.slack / 1.05),
+        ..ScalingConfig::default()
+    };
+    if scaling.scale_down <= scaling.slack {
+        anyhow::bail!(
+            "--scale-down {} must be above --slack {}",
+            scaling.scale_down,
+            scaling.slack
+        );
+    }
     let mut policies = Vec::new();
     for name in &args.policy {
-        let p = by_name(name).with_context(|| {
+        let p = by_name(name, scaling).with_context(|| {
             format!(
                 "unknown policy '{name}'; expected one of {}",
                 NAMES.join(", ")

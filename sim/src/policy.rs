@@ -27,15 +27,16 @@ use crate::trace::Arrival;
 /// The names [`by_name`] knows.
 pub const NAMES: [&str; 4] = ["static_peak", "horizontal", "infaas_greedy", "infaas_exact"];
 
-/// The policy called `name`.
-pub fn by_name(name: &str) -> Option<Box<dyn Policy>> {
+/// The policy called `name`; the platform's policies plan with `scaling` (the server's
+/// `autoscale.slack` and `autoscale.scale_down`).
+pub fn by_name(name: &str, scaling: ScalingConfig) -> Option<Box<dyn Policy>> {
     Some(match name {
         "static_peak" => Box::new(StaticPeak),
         "horizontal" => Box::new(Horizontal::default()),
-        "infaas_greedy" => Box::new(Infaas::default()),
-        "infaas_exact" => Box::new(Infaas {
-            exact: true,
-            ..Infaas::default()
+        "infaas_greedy" | "infaas_exact" => Box::new(Infaas {
+            exact: name == "infaas_exact",
+            scaling,
+            loads: HashMap::new(),
         }),
         _ => return None,
     })
@@ -229,10 +230,10 @@ impl Policy for Horizontal {
 
 /// The platform's policies: [`select`] for every query, model autoscaling once per window
 /// on each family's [`PlannedLoad`].
-#[derive(Default)]
 pub struct Infaas {
     /// The ILP instead of the greedy heuristic.
     pub exact: bool,
+    pub scaling: ScalingConfig,
     loads: HashMap<String, PlannedLoad>,
 }
 
@@ -333,7 +334,7 @@ impl Policy for Infaas {
             &demands,
             |i| world.state_age_ms.get(i).copied().unwrap_or(0.0),
             *world.prices,
-            ScalingConfig::default(),
+            self.scaling,
         );
         let Ok(plan) = self.plan(&input) else {
             return Vec::new();
@@ -416,7 +417,7 @@ mod tests {
 
     fn run(policy: &str, trace: &Trace) -> PolicyReport {
         let variants = variants_for(trace, &catalogue(), &cluster()).unwrap();
-        let mut p = by_name(policy).unwrap();
+        let mut p = by_name(policy, ScalingConfig::default()).unwrap();
         simulate(trace, variants, &cluster(), p.as_mut(), &mut |_, _| {}).unwrap()
     }
 
@@ -507,6 +508,29 @@ mod tests {
     }
 
     #[test]
+    fn more_headroom_buys_attainment_with_cost_on_a_bursty_trace() {
+        let t = trace("burst:base=200,peak=2500,every=15,length=3,duration=90,app=m,slo=60");
+        let run_with = |slack: f64| {
+            let variants = variants_for(&t, &catalogue(), &cluster()).unwrap();
+            let scaling = ScalingConfig {
+                slack,
+                scale_down: slack * 1.5,
+                ..ScalingConfig::default()
+            };
+            let mut p = by_name("infaas_greedy", scaling).unwrap();
+            simulate(&t, variants, &cluster(), p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let (tight, loose) = (run_with(1.05), run_with(3.0));
+        assert!(
+            loose.summary.slo_attainment > tight.summary.slo_attainment
+                && loose.summary.cost_usd > tight.summary.cost_usd,
+            "{:?} vs {:?}",
+            tight.summary,
+            loose.summary
+        );
+    }
+
+    #[test]
     fn a_run_is_repeatable() {
         let t = trace("gamma:rate=300,cv=3,duration=20,app=m,slo=100,seed=3");
         let (mut a, mut b) = (run("infaas_greedy", &t), run("infaas_greedy", &t));
@@ -518,8 +542,8 @@ mod tests {
     #[test]
     fn every_name_is_a_policy() {
         for n in NAMES {
-            assert_eq!(by_name(n).unwrap().name(), n);
+            assert_eq!(by_name(n, ScalingConfig::default()).unwrap().name(), n);
         }
-        assert!(by_name("clipper").is_none());
+        assert!(by_name("clipper", ScalingConfig::default()).is_none());
     }
 }
