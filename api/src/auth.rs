@@ -4,6 +4,8 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use infaas_control::tenancy::Claims;
 use infaas_core::Role;
 
 use crate::error::ApiError;
@@ -28,6 +30,31 @@ impl Principal {
     }
 }
 
+/// The token of `Authorization: Bearer <token>`, or why the header does not carry one.
+pub fn bearer_token(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let header = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::Unauthorized(
+            "missing Authorization header; send 'Authorization: Bearer <token>'".into(),
+        )
+    })?;
+    let header = header
+        .to_str()
+        .map_err(|_| ApiError::Unauthorized("the Authorization header is not ASCII".into()))?;
+    header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
+        })
+}
+
+/// The claims of the request's bearer token as the rate-limit layer verified them, so that
+/// the extractor does not verify the same token again.
+#[derive(Debug, Clone)]
+pub struct VerifiedBearer(pub Claims);
+
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
@@ -35,26 +62,11 @@ impl FromRequestParts<AppState> for Principal {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| {
-                ApiError::Unauthorized(
-                    "missing Authorization header; send 'Authorization: Bearer <token>'".into(),
-                )
-            })?;
-        let header = header
-            .to_str()
-            .map_err(|_| ApiError::Unauthorized("the Authorization header is not ASCII".into()))?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
-            })?;
-        Principal::from_token(state, token).await
+        let claims = match parts.extensions.remove::<VerifiedBearer>() {
+            Some(VerifiedBearer(claims)) => claims,
+            None => state.tokens.verify(bearer_token(&parts.headers)?)?,
+        };
+        Principal::from_claims(state, claims).await
     }
 }
 
@@ -63,7 +75,11 @@ impl Principal {
     /// Bearer headers and dashboard cookies both go here; the request rate is checked
     /// before, by its own layer ([`crate::limits`]).
     pub async fn from_token(state: &AppState, token: &str) -> Result<Principal, ApiError> {
-        let claims = state.tokens.verify(token)?;
+        Principal::from_claims(state, state.tokens.verify(token)?).await
+    }
+
+    /// The caller behind verified claims, unless their key was revoked.
+    async fn from_claims(state: &AppState, claims: Claims) -> Result<Principal, ApiError> {
         if !state
             .key_cache
             .is_active(&state.db, &claims.tid, &claims.sub)

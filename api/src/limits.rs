@@ -5,36 +5,32 @@
 //! plane's ([`infaas_control::tenancy::RateLimiter`]).
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::{bearer_token, VerifiedBearer};
 use crate::error::ApiError;
 use crate::routes::dashboard::session::{cookie, SESSION_COOKIE};
 use crate::state::AppState;
 
-/// The access token of a request: `Authorization: Bearer ...`, else the dashboard session.
-pub fn access_token(headers: &HeaderMap) -> Option<&str> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|t| !t.is_empty());
-    bearer.or_else(|| cookie(headers, SESSION_COOKIE))
-}
-
-/// The layer: `axum::middleware::from_fn_with_state(state, limits::rate_limit)`.
-pub async fn rate_limit(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let tenant = access_token(req.headers())
-        .and_then(|token| state.tokens.verify(token).ok())
-        .map(|claims| claims.tid);
-    if let Some(tenant) = tenant {
-        if let Err(e) = state.limiter.check(&state.db, &tenant).await {
+/// The layer: `axum::middleware::from_fn_with_state(state, limits::rate_limit)`. The claims
+/// of a verified bearer token go on to the request for the
+/// [`Principal`](crate::auth::Principal) extractor.
+pub async fn rate_limit(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let (claims, bearer) = {
+        let bearer = bearer_token(req.headers()).ok();
+        let token = bearer.or_else(|| cookie(req.headers(), SESSION_COOKIE));
+        (
+            token.and_then(|t| state.tokens.verify(t).ok()),
+            bearer.is_some(),
+        )
+    };
+    if let Some(claims) = claims {
+        if let Err(e) = state.limiter.check(&state.db, &claims.tid).await {
             return ApiError::from(e).into_response();
+        }
+        if bearer {
+            req.extensions_mut().insert(VerifiedBearer(claims));
         }
     }
     next.run(req).await

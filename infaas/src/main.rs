@@ -73,15 +73,6 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    if let Command::Sim(args) = cli.command {
-        return match sim::run(args) {
-            Ok(()) => std::process::ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                std::process::ExitCode::FAILURE
-            }
-        };
-    }
     if let Command::Openapi = cli.command {
         print!("{}", infaas_api::openapi::document());
         return std::process::ExitCode::SUCCESS;
@@ -108,7 +99,9 @@ fn main() -> std::process::ExitCode {
             Command::Serve => infaas_api::server::serve(config).await,
             Command::Admin { command } => admin::run(&config, command).await,
             Command::Worker { controller } => worker::run(config, controller).await,
-            Command::Openapi | Command::Sim(_) => Ok(()),
+            Command::Openapi => Ok(()),
+            // CPU-bound and single-threaded: it never awaits.
+            Command::Sim(args) => sim::run(args),
             Command::Login => infaas_cli::login(&cli.client).await,
             Command::Models { command } => infaas_cli::run_models(&cli.client, command).await,
             Command::Loadgen(args) => infaas_cli::run_loadgen(&cli.client, args).await,

@@ -14,6 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use infaas_core::HardwareKind;
+use infaas_scheduler::autoscale::Arrivals;
 use infaas_scheduler::{
     InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot, SnapshotError, Thresholds,
     VariantEntry, WorkerEntry,
@@ -238,8 +239,6 @@ struct Engine<'t> {
     by_snapshot: Vec<usize>,
     /// Variant -> engine instance loading it.
     loading: HashMap<usize, usize>,
-    /// Per worker: cores and memory held.
-    used: Vec<(usize, u64)>,
     events: BinaryHeap<Event>,
     seq: u64,
     now: f64,
@@ -249,7 +248,8 @@ struct Engine<'t> {
     cost_rate: f64,
     cost_since: f64,
     window: Window,
-    window_slo: HashMap<String, (u64, Option<f64>, Option<f64>)>,
+    /// Per model: what was routed to its variants in the window.
+    window_arrivals: HashMap<String, Arrivals>,
     app_window: Vec<u64>,
     peak_rate: Vec<f64>,
     app_slo: Vec<Option<f64>>,
@@ -274,7 +274,6 @@ impl<'t> Engine<'t> {
         for v in variants {
             b.add_variant(TENANT, v)?;
         }
-        let mut used = Vec::new();
         for i in 0..cluster.cpu_workers {
             b.add_worker(worker(
                 format!("cpu-{i}"),
@@ -282,7 +281,6 @@ impl<'t> Engine<'t> {
                 cluster.cpu_cores,
                 &cluster,
             ))?;
-            used.push((0, 0));
         }
         for i in 0..cluster.gpu_workers {
             b.add_worker(worker(
@@ -291,7 +289,6 @@ impl<'t> Engine<'t> {
                 cluster.gpu_worker_cores,
                 &cluster,
             ))?;
-            used.push((0, 0));
         }
         let peak_rate = trace
             .per_second()
@@ -312,7 +309,6 @@ impl<'t> Engine<'t> {
             insts: Vec::new(),
             by_snapshot: Vec::new(),
             loading: HashMap::new(),
-            used,
             events: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
@@ -321,7 +317,7 @@ impl<'t> Engine<'t> {
             cost_rate: 0.0,
             cost_since: 0.0,
             window: Window::default(),
-            window_slo: HashMap::new(),
+            window_arrivals: HashMap::new(),
             app_window: vec![0; trace.apps.len()],
             peak_rate,
             thresholds: Thresholds::default(),
@@ -393,21 +389,11 @@ impl<'t> Engine<'t> {
     /// Starts loading `variant` on `worker`; `None` when it does not fit there.
     fn load(&mut self, variant: usize, worker: usize, warm: bool) -> Option<usize> {
         let v = self.snapshot.variants().get(variant)?;
-        let w = self.snapshot.workers().get(worker)?;
-        let (cores, memory) = self.used[worker];
-        if !w.alive
-            || !w.hardware.contains(&v.hardware)
-            || cores + v.threads > w.cores
-            || memory + v.memory_bytes > w.memory_bytes
-        {
+        if !self.snapshot.workers().get(worker)?.can_host(v) {
             return None;
         }
-        let (threads, mem, load_ms) = (v.threads, v.memory_bytes, v.load_ms);
-        let rate = self.cluster.prices.rate_per_s(v);
-        self.used[worker] = (cores + threads, memory + mem);
-        let (c, m) = self.used[worker];
-        let util = c as f64 / w.cores.max(1) as f64;
-        let _ = self.snapshot.set_worker_usage(worker, c, m, util);
+        let (load_ms, rate) = (v.load_ms, self.cluster.prices.rate_per_s(v));
+        self.hold(worker, variant, true);
         self.advance_cost(self.now);
         self.cost_rate += rate;
         let e = self.insts.len();
@@ -501,17 +487,26 @@ impl<'t> Engine<'t> {
         let inst = &mut self.insts[e];
         inst.gone = true;
         self.cost_rate = (self.cost_rate - inst.rate_per_s).max(0.0);
-        let v = &self.snapshot.variants()[inst.variant];
-        let (c, m) = self.used[inst.worker];
-        self.used[inst.worker] = (
-            c.saturating_sub(v.threads),
-            m.saturating_sub(v.memory_bytes),
-        );
-        let (c, m) = self.used[inst.worker];
-        let cores = self.snapshot.workers()[inst.worker].cores.max(1);
-        let _ = self
-            .snapshot
-            .set_worker_usage(inst.worker, c, m, c as f64 / cores as f64);
+        let (worker, variant) = (inst.worker, inst.variant);
+        self.hold(worker, variant, false);
+    }
+
+    /// Takes (or gives back) the cores and memory an instance of `variant` holds on `worker`,
+    /// in the snapshot's worker entry, which the policies read.
+    fn hold(&mut self, worker: usize, variant: usize, take: bool) {
+        let v = &self.snapshot.variants()[variant];
+        let (threads, memory) = (v.threads, v.memory_bytes);
+        let w = &self.snapshot.workers()[worker];
+        let (cores, mem) = if take {
+            (w.cores_used + threads, w.memory_used + memory)
+        } else {
+            (
+                w.cores_used.saturating_sub(threads),
+                w.memory_used.saturating_sub(memory),
+            )
+        };
+        let util = cores as f64 / w.cores.max(1) as f64;
+        let _ = self.snapshot.set_worker_usage(worker, cores, mem, util);
     }
 
     fn report_queue(&mut self, e: usize) {
@@ -570,16 +565,10 @@ impl<'t> Engine<'t> {
             app: q.app,
         });
         let model = self.snapshot.variants()[inst.variant].model.clone();
-        let entry = self.window_slo.entry(model).or_insert((0, None, None));
-        entry.0 += 1;
-        entry.1 = match (entry.1, q.slo_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        entry.2 = match (entry.2, q.min_accuracy) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        self.window_arrivals
+            .entry(model)
+            .or_default()
+            .add(1, q.slo_ms, q.min_accuracy);
         self.start_batch(e);
         self.report_queue(e);
     }
@@ -709,15 +698,15 @@ impl<'t> Engine<'t> {
         let mut window = std::mem::take(&mut self.window);
         window.seconds = secs;
         window.models = self
-            .window_slo
+            .window_arrivals
             .drain()
-            .map(|(m, (n, slo, acc))| {
+            .map(|(m, a)| {
                 (
                     m,
                     ModelDemand {
-                        rows_per_s: n as f64 / secs,
-                        slo_ms: slo,
-                        min_accuracy: acc,
+                        rows_per_s: a.rows as f64 / secs,
+                        slo_ms: a.slo_ms,
+                        min_accuracy: a.min_accuracy,
                     },
                 )
             })

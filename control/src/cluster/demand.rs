@@ -6,33 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// Arrivals of one variant since the last [`DemandMeter::take`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Arrivals {
-    pub rows: u64,
-    /// Tightest latency SLO among the queries, ms.
-    pub slo_ms: Option<f64>,
-    /// Highest minimum accuracy among the queries.
-    pub min_accuracy: Option<f64>,
-}
-
-impl Arrivals {
-    fn add(&mut self, rows: usize, slo_ms: Option<f64>, min_accuracy: Option<f64>) {
-        self.rows += rows as u64;
-        self.slo_ms = match (self.slo_ms, slo_ms) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.min_accuracy = match (self.min_accuracy, min_accuracy) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    /// Merges another variant's arrivals (same family).
-    pub fn merge(&mut self, other: &Arrivals) {
-        self.add(other.rows as usize, other.slo_ms, other.min_accuracy);
-    }
-}
+pub use infaas_scheduler::autoscale::Arrivals;
 
 /// See the module documentation. The lock is held for a hash look-up, never across an await.
 #[derive(Debug, Default)]

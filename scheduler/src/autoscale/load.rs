@@ -1,4 +1,35 @@
-//! The load a family is planned for.
+//! The load a family is planned for, and the arrivals it is measured from.
+
+/// Queries that arrived for a variant or family over a period: their rows, the tightest
+/// latency SLO and the highest minimum accuracy among them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Arrivals {
+    pub rows: u64,
+    /// Tightest latency SLO among the queries, ms.
+    pub slo_ms: Option<f64>,
+    /// Highest minimum accuracy among the queries.
+    pub min_accuracy: Option<f64>,
+}
+
+impl Arrivals {
+    /// Counts a query of `rows` rows with its requirements.
+    pub fn add(&mut self, rows: usize, slo_ms: Option<f64>, min_accuracy: Option<f64>) {
+        self.rows += rows as u64;
+        self.slo_ms = match (self.slo_ms, slo_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.min_accuracy = match (self.min_accuracy, min_accuracy) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Merges another variant's arrivals (same family).
+    pub fn merge(&mut self, other: &Arrivals) {
+        self.add(other.rows as usize, other.slo_ms, other.min_accuracy);
+    }
+}
 
 /// Weight of the newest period in the smoothed load.
 pub const LOAD_EWMA_WEIGHT: f64 = 0.5;

@@ -71,7 +71,7 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::{Prices, VariantEntry};
 
 pub use ilp::{exact, exact_with, gap, Gap};
-pub use load::PlannedLoad;
+pub use load::{Arrivals, PlannedLoad};
 pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
