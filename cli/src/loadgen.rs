@@ -1,6 +1,8 @@
 //! `infaas loadgen`: an open-loop load generator. Requests arrive as a Poisson process at a
-//! given rate (exponential gaps, independent of answers), each one a row of a validation
-//! set; it reports p50/p99 latency, throughput and SLO attainment.
+//! given rate (exponential gaps, independent of answers), or at the times of a trace in the
+//! simulator's CSV format (`--trace`: each query to its application with its own SLO and
+//! minimum accuracy), each one a row of a validation set; it reports p50/p99 latency,
+//! throughput and SLO attainment.
 
 use std::time::{Duration, Instant};
 
@@ -14,9 +16,14 @@ use crate::Client;
 
 #[derive(Debug, Clone, Args)]
 pub struct LoadgenArgs {
-    /// Application to query (model-less); or use --model.
+    /// Application to query (model-less); or use --model or --trace.
     #[arg(long, conflicts_with = "model")]
     pub app: Option<String>,
+    /// Replay this trace (`time_ms,app,slo_ms,min_accuracy`, as `infaas sim --trace` reads it)
+    /// instead of Poisson arrivals: every query at its time, to its application, with its SLO
+    /// and minimum accuracy.
+    #[arg(long, conflicts_with_all = ["app", "model", "rate", "duration", "latency_ms", "min_accuracy"])]
+    pub trace: Option<std::path::PathBuf>,
     /// Registered model to query.
     #[arg(long)]
     pub model: Option<String>,
@@ -72,20 +79,27 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         .map(|i| {
             let mut t = infaas_protocol::tensor_to_json(&x.slice_batch(i, i + 1));
             t.name = args.input.clone();
-            let mut body = serde_json::json!({ "inputs": [t] });
-            if let Some(l) = args.latency_ms {
-                body["latency_ms"] = l.into();
-            }
-            if let Some(a) = args.min_accuracy {
-                body["min_accuracy"] = a.into();
-            }
-            body
+            serde_json::json!({ "inputs": [t] })
         })
         .collect();
-    let path = match (&args.app, &args.model) {
-        (Some(app), _) => format!("/v1/apps/{app}/infer"),
-        (None, Some(m)) => format!("/v1/models/{m}/infer"),
-        (None, None) => anyhow::bail!("pass --app or --model"),
+    let with = |mut body: serde_json::Value, slo: Option<f64>, acc: Option<f64>| {
+        if let Some(l) = slo {
+            body["latency_ms"] = l.into();
+        }
+        if let Some(a) = acc {
+            body["min_accuracy"] = a.into();
+        }
+        body
+    };
+    let trace = match &args.trace {
+        Some(p) => Some(infaas_sim::trace::Trace::read_csv(p)?),
+        None => None,
+    };
+    let path = match (&args.app, &args.model, &trace) {
+        (_, _, Some(_)) => String::new(),
+        (Some(app), _, _) => format!("/v1/apps/{app}/infer"),
+        (None, Some(m), _) => format!("/v1/models/{m}/infer"),
+        (None, None, None) => anyhow::bail!("pass --app, --model or --trace"),
     };
     let client = std::sync::Arc::new(client.clone_handle());
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
@@ -94,12 +108,31 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     let mut tasks = tokio::task::JoinSet::new();
     let mut next = Duration::ZERO;
     let mut i = 0usize;
-    while next < end {
-        if args.rate > 0.0 {
+    let open_loop = args.rate > 0.0 || trace.is_some();
+    loop {
+        let (body, p, slo) = match &trace {
+            Some(t) => {
+                let Some(a) = t.arrivals.get(i) else {
+                    break;
+                };
+                next = Duration::from_secs_f64(a.at_ms.max(0.0) / 1e3);
+                let body = with(bodies[i % bodies.len()].clone(), a.slo_ms, a.min_accuracy);
+                (body, format!("/v1/apps/{}/infer", t.apps[a.app]), a.slo_ms)
+            }
+            None if next < end => {
+                let body = with(
+                    bodies[i % bodies.len()].clone(),
+                    args.latency_ms,
+                    args.min_accuracy,
+                );
+                (body, path.clone(), args.latency_ms)
+            }
+            None => break,
+        };
+        if open_loop {
             tokio::time::sleep_until(tokio::time::Instant::from_std(start + next)).await;
         }
-        let body = bodies[i % bodies.len()].clone();
-        let (c, p) = (client.clone(), path.clone());
+        let c = client.clone();
         let send = async move {
             let t0 = Instant::now();
             let resp = c
@@ -112,12 +145,14 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
                 Ok(r) => {
                     let status = r.status().as_u16();
                     let v: serde_json::Value = r.json().await.unwrap_or_default();
-                    (status, ms, v["variant"].as_str().map(str::to_string))
+                    (status, ms, v["variant"].as_str().map(str::to_string), slo)
                 }
-                Err(_) => (0, ms, None),
+                Err(_) => (0, ms, None, slo),
             }
         };
-        if args.rate > 0.0 {
+        if trace.is_some() {
+            tasks.spawn(send);
+        } else if open_loop {
             tasks.spawn(send);
             // Exponential gap: -ln(U) / rate.
             let u: f64 = rng.random_range(f64::EPSILON..1.0);
@@ -143,12 +178,14 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         variants: Default::default(),
     };
     let mut within = 0usize;
+    let mut with_slo = false;
     while let Some(r) = tasks.join_next().await {
-        let (status, ms, variant) = r?;
+        let (status, ms, variant, slo) = r?;
+        with_slo |= slo.is_some();
         if status == 200 {
             report.ok += 1;
             lat.push(ms);
-            if args.latency_ms.is_none_or(|slo| ms <= slo) {
+            if slo.is_none_or(|slo| ms <= slo) {
                 within += 1;
             }
             if let Some(v) = variant {
@@ -164,9 +201,7 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     report.p99_ms = percentile(&lat, 0.99);
     report.max_ms = lat.last().copied().unwrap_or(0.0);
     report.throughput_per_s = report.ok as f64 / report.seconds;
-    report.slo_attainment = args
-        .latency_ms
-        .map(|_| within as f64 / report.sent.max(1) as f64);
+    report.slo_attainment = with_slo.then(|| within as f64 / report.sent.max(1) as f64);
     Ok(report)
 }
 

@@ -23,7 +23,8 @@
 //!    the lowest predicted latency.
 //! 4. **Unsatisfiable**, with the variant closest to the requirements (see [`distance`]).
 //!
-//! The hot path allocates nothing but the chosen decision's reason.
+//! The hot path allocates nothing but the chosen decision's reason ([`select_with`] without
+//! one allocates nothing).
 
 use std::fmt::Write;
 
@@ -213,6 +214,12 @@ pub fn distance(v: &VariantEntry, q: &Query, prices: &Prices) -> f64 {
 
 /// Chooses what to do with query `q`; see the module documentation for the rules.
 pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
+    select_with(s, q, prices, true)
+}
+
+/// [`select`], with the decision's reason written only when `explain` (a caller that drops
+/// it, such as the simulator, saves formatting it for every query). The decision is the same.
+pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> Decision {
     let list = match q.target {
         Target::App(app) => s.app_variants(q.tenant, app),
         Target::Model(model) => s.model_variants(q.tenant, model),
@@ -261,10 +268,10 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
     }
 
     if let Some(p) = active {
-        return serve(s, q, prices, p, rank.phrase());
+        return serve(s, q, prices, p, rank.phrase(), explain);
     }
     if any_eligible {
-        if let Some(mut load) = best_load(s, q, prices, list, rows) {
+        if let Some(mut load) = best_load(s, q, prices, list, rows, explain) {
             if let Decision::Load {
                 wait: false,
                 predicted_ms,
@@ -275,6 +282,9 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
             {
                 if let Some(p) = fallback.filter(|p| p.predicted_ms < *predicted_ms) {
                     *meanwhile = Some(p.instance);
+                    if !explain {
+                        return load;
+                    }
                     _ = write!(
                         reason,
                         "; meanwhile served by {} instance {} of {} (p99 {} ms), sooner than the load",
@@ -290,7 +300,7 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
     }
     if let Some(p) = fallback {
         let why = "no active instance fits and no worker can load a variant";
-        return serve(s, q, prices, p, why);
+        return serve(s, q, prices, p, why, explain);
     }
     unsatisfiable(s, q, prices, list, any_eligible)
 }
@@ -312,6 +322,7 @@ fn best_load(
     prices: &Prices,
     list: &[usize],
     rows: usize,
+    explain: bool,
 ) -> Option<Decision> {
     let variants = s.variants();
     let candidates = || {
@@ -355,6 +366,16 @@ fn best_load(
     let (vi, wi, total) = chosen.unwrap_or(lowest);
     let (v, w) = (&variants[vi], &s.workers()[wi]);
     let wait = fits_slo(total, q.latency_slo_ms);
+    if !explain {
+        return Some(Decision::Load {
+            variant: vi,
+            worker: wi,
+            predicted_ms: total,
+            wait,
+            meanwhile: None,
+            reason: String::new(),
+        });
+    }
     let instances = s.instances();
     let loaded = if s
         .variant_instances(vi)
@@ -418,7 +439,15 @@ fn place(s: &Snapshot, v: &VariantEntry) -> Option<usize> {
     best
 }
 
-fn serve(s: &Snapshot, q: &Query, prices: &Prices, p: Pick, why: &str) -> Decision {
+fn serve(s: &Snapshot, q: &Query, prices: &Prices, p: Pick, why: &str, explain: bool) -> Decision {
+    if !explain {
+        return Decision::Serve {
+            instance: p.instance,
+            variant: p.variant,
+            predicted_ms: p.predicted_ms,
+            reason: String::new(),
+        };
+    }
     let rows = q.rows.max(1);
     let v = &s.variants()[p.variant];
     let inst = &s.instances()[p.instance];

@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use infaas_core::HardwareKind;
-use infaas_scheduler::autoscale::Arrivals;
+use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
 use infaas_scheduler::{
     InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot, SnapshotError, Thresholds,
     VariantEntry, WorkerEntry,
@@ -122,7 +122,7 @@ pub enum Route {
 }
 
 /// A change to the deployment. Indices point into the snapshot the policy was given.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Load an instance of `variant` on `worker` (at once, without load time, when `warm`:
     /// only honoured before the first query, for provisioning ahead of the trace).
@@ -139,7 +139,16 @@ pub enum Change {
     },
     /// Stop sending queries to `instance`; it finishes its queue and its resources are freed.
     Unload { instance: usize },
+    /// The steps of one resolved action of `model` ([`infaas_scheduler::autoscale::resolve`]),
+    /// carried out in order as the controller carries them out: a load is done once the
+    /// instance serves, a resize at once, an unload after the controller's drain wait. A step
+    /// that cannot be carried out ends the job; the model is busy until the job ends.
+    Steps { model: String, steps: Vec<Step> },
 }
+
+/// How long the controller waits between taking an instance out of the index and unloading
+/// it (its `DRAIN_WAIT`), ms.
+const DRAIN_WAIT_MS: f64 = 500.0;
 
 /// What a policy sees.
 pub struct World<'a> {
@@ -154,9 +163,10 @@ pub struct World<'a> {
     pub app_slo: &'a [Option<f64>],
     /// Per snapshot instance: how long it has been in its state, ms (empty when routing).
     pub state_age_ms: &'a [f64],
-    /// Per snapshot instance: whether a load that replaces it, or its unload, is under way
-    /// (empty when routing).
-    pub changing: &'a [bool],
+    /// Models with a change under way (empty when routing).
+    pub busy: &'a [String],
+    /// Per snapshot instance: its intra-op threads now (empty when routing).
+    pub threads: &'a [usize],
 }
 
 /// Demand of one model (a family of variants) over the last window.
@@ -213,8 +223,12 @@ struct Inst {
     draining: bool,
     gone: bool,
     rate_per_s: f64,
-    /// The instance (engine index) this one replaces once ready.
-    replaces: Option<usize>,
+    /// Intra-op threads (cores held); service times follow Amdahl's law from the variant's.
+    threads: usize,
+    /// Service time per batch relative to the profile at the variant's threads.
+    slowdown: f64,
+    /// The job waiting for this instance's load.
+    job: Option<usize>,
     served_window: u64,
     state_since_ms: f64,
 }
@@ -223,7 +237,17 @@ struct Inst {
 enum Kind {
     Done(usize),
     Ready(usize),
+    /// A job's drain wait is over.
+    Resume(usize),
     Tick,
+}
+
+/// A resolved action under way.
+#[derive(Debug)]
+struct Job {
+    model: String,
+    steps: VecDeque<Step>,
+    done: bool,
 }
 
 /// Event time as the bits of a non-negative f64 (which order like the numbers), then the
@@ -239,6 +263,8 @@ struct Engine<'t> {
     by_snapshot: Vec<usize>,
     /// Variant -> engine instance loading it.
     loading: HashMap<usize, usize>,
+    jobs: Vec<Job>,
+    vertical: VerticalConfig,
     events: BinaryHeap<Event>,
     seq: u64,
     now: f64,
@@ -249,7 +275,11 @@ struct Engine<'t> {
     cost_since: f64,
     window: Window,
     /// Per model: what was routed to its variants in the window.
-    window_arrivals: HashMap<String, Arrivals>,
+    /// Per model (index into `models`): what was routed to its variants in the window.
+    window_arrivals: Vec<Arrivals>,
+    /// Model names, and each variant's index into them.
+    models: Vec<String>,
+    variant_model: Vec<usize>,
     app_window: Vec<u64>,
     peak_rate: Vec<f64>,
     app_slo: Vec<Option<f64>>,
@@ -302,13 +332,28 @@ impl<'t> Engine<'t> {
                 *s = Some(s.map_or(slo, |x| x.min(slo)));
             }
         }
+        let snapshot = b.build();
+        let mut models: Vec<String> = Vec::new();
+        let variant_model = snapshot
+            .variants()
+            .iter()
+            .map(|v| match models.iter().position(|m| *m == v.model) {
+                Some(i) => i,
+                None => {
+                    models.push(v.model.clone());
+                    models.len() - 1
+                }
+            })
+            .collect();
         Ok(Engine {
             trace,
             app_slo,
-            snapshot: b.build(),
+            snapshot,
             insts: Vec::new(),
             by_snapshot: Vec::new(),
             loading: HashMap::new(),
+            jobs: Vec::new(),
+            vertical: VerticalConfig::default(),
             events: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
@@ -317,7 +362,9 @@ impl<'t> Engine<'t> {
             cost_rate: 0.0,
             cost_since: 0.0,
             window: Window::default(),
-            window_arrivals: HashMap::new(),
+            window_arrivals: vec![Arrivals::default(); models.len()],
+            models,
+            variant_model,
             app_window: vec![0; trace.apps.len()],
             peak_rate,
             thresholds: Thresholds::default(),
@@ -352,7 +399,7 @@ impl<'t> Engine<'t> {
         }
     }
 
-    fn world<'w>(&'w self, ages: &'w [f64], changing: &'w [bool]) -> World<'w> {
+    fn world<'w>(&'w self, ages: &'w [f64], busy: &'w [String], threads: &'w [usize]) -> World<'w> {
         World {
             snapshot: &self.snapshot,
             now_ms: self.now,
@@ -361,39 +408,53 @@ impl<'t> Engine<'t> {
             peak_rate: &self.peak_rate,
             app_slo: &self.app_slo,
             state_age_ms: ages,
-            changing,
+            busy,
+            threads,
         }
     }
 
-    fn ages_and_changes(&self) -> (Vec<f64>, Vec<bool>) {
+    /// Per snapshot instance its age in its state and its threads; the models with a job
+    /// under way.
+    fn period_view(&self) -> (Vec<f64>, Vec<String>, Vec<usize>) {
         let ages = self
             .by_snapshot
             .iter()
             .map(|&e| self.now - self.insts[e].state_since_ms)
             .collect();
-        let mut changing: Vec<bool> = self
+        let threads = self
             .by_snapshot
             .iter()
-            .map(|&e| self.insts[e].draining)
+            .map(|&e| self.insts[e].threads)
             .collect();
-        for inst in &self.insts {
-            if let Some(old) = inst.replaces.filter(|_| !inst.ready && !inst.gone) {
-                if let Some(s) = self.insts[old].snapshot {
-                    changing[s] = true;
-                }
+        let mut busy: Vec<String> = Vec::new();
+        for j in self.jobs.iter().filter(|j| !j.done) {
+            if !busy.contains(&j.model) {
+                busy.push(j.model.clone());
             }
         }
-        (ages, changing)
+        (ages, busy, threads)
     }
 
     /// Starts loading `variant` on `worker`; `None` when it does not fit there.
     fn load(&mut self, variant: usize, worker: usize, warm: bool) -> Option<usize> {
+        self.start_load(variant, worker, warm, true)
+    }
+
+    /// Starts loading `variant` on `worker`; queries routed to the variant wait for it when
+    /// `on_demand`. `None` when it does not fit there.
+    fn start_load(
+        &mut self,
+        variant: usize,
+        worker: usize,
+        warm: bool,
+        on_demand: bool,
+    ) -> Option<usize> {
         let v = self.snapshot.variants().get(variant)?;
         if !self.snapshot.workers().get(worker)?.can_host(v) {
             return None;
         }
-        let (load_ms, rate) = (v.load_ms, self.cluster.prices.rate_per_s(v));
-        self.hold(worker, variant, true);
+        let (load_ms, rate, threads) = (v.load_ms, self.cluster.prices.rate_per_s(v), v.threads);
+        self.hold(worker, threads, v.memory_bytes, true);
         self.advance_cost(self.now);
         self.cost_rate += rate;
         let e = self.insts.len();
@@ -407,14 +468,18 @@ impl<'t> Engine<'t> {
             draining: false,
             gone: false,
             rate_per_s: rate,
-            replaces: None,
+            threads,
+            slowdown: 1.0,
+            job: None,
             served_window: 0,
             state_since_ms: self.now,
         });
         if warm && !self.started {
             self.ready(e);
         } else {
-            self.loading.insert(variant, e);
+            if on_demand {
+                self.loading.insert(variant, e);
+            }
             self.schedule(self.now + load_ms, Kind::Ready(e));
         }
         Some(e)
@@ -450,15 +515,15 @@ impl<'t> Engine<'t> {
         }
         self.insts[e].ready = true;
         self.insts[e].state_since_ms = self.now;
-        if let Some(old) = self.insts[e].replaces.take() {
-            self.unload(old);
-        }
         self.start_batch(e);
         if self.insts[e].draining
             && self.insts[e].queue.is_empty()
             && self.insts[e].running.is_empty()
         {
             self.free(e);
+        }
+        if let Some(j) = self.insts[e].job.take() {
+            self.advance(j);
         }
     }
 
@@ -487,15 +552,18 @@ impl<'t> Engine<'t> {
         let inst = &mut self.insts[e];
         inst.gone = true;
         self.cost_rate = (self.cost_rate - inst.rate_per_s).max(0.0);
-        let (worker, variant) = (inst.worker, inst.variant);
-        self.hold(worker, variant, false);
+        let (worker, threads) = (inst.worker, inst.threads);
+        let memory = self.snapshot.variants()[inst.variant].memory_bytes;
+        self.hold(worker, threads, memory, false);
+        if let Some(j) = self.insts[e].job.take() {
+            // A load that never served: its job ends.
+            self.jobs[j].done = true;
+        }
     }
 
-    /// Takes (or gives back) the cores and memory an instance of `variant` holds on `worker`,
-    /// in the snapshot's worker entry, which the policies read.
-    fn hold(&mut self, worker: usize, variant: usize, take: bool) {
-        let v = &self.snapshot.variants()[variant];
-        let (threads, memory) = (v.threads, v.memory_bytes);
+    /// Takes (or gives back) `threads` cores and `memory` bytes on `worker`, in the snapshot's
+    /// worker entry, which the policies read.
+    fn hold(&mut self, worker: usize, threads: usize, memory: u64, take: bool) {
         let w = &self.snapshot.workers()[worker];
         let (cores, mem) = if take {
             (w.cores_used + threads, w.memory_used + memory)
@@ -526,9 +594,9 @@ impl<'t> Engine<'t> {
         let v = &self.snapshot.variants()[inst.variant];
         let n = inst.queue.len().min(v.max_batch.max(1));
         inst.running.extend(inst.queue.drain(..n));
-        let service = v
-            .latency_at(n)
-            .map_or(f64::INFINITY, |(p, scale)| p.mean_ms * scale);
+        let service = v.latency_at(n).map_or(f64::INFINITY, |(p, scale)| {
+            p.mean_ms * scale * inst.slowdown
+        });
         self.schedule(self.now + service, Kind::Done(e));
     }
 
@@ -564,11 +632,7 @@ impl<'t> Engine<'t> {
             slo_ms: q.slo_ms.unwrap_or(f64::INFINITY),
             app: q.app,
         });
-        let model = self.snapshot.variants()[inst.variant].model.clone();
-        self.window_arrivals
-            .entry(model)
-            .or_default()
-            .add(1, q.slo_ms, q.min_accuracy);
+        self.window_arrivals[self.variant_model[inst.variant]].add(1, q.slo_ms, q.min_accuracy);
         self.start_batch(e);
         self.report_queue(e);
     }
@@ -578,7 +642,7 @@ impl<'t> Engine<'t> {
         self.per_app[q.app].arrivals += 1;
         self.app_window[q.app] += 1;
         let route = {
-            let world = self.world(&[], &[]);
+            let world = self.world(&[], &[], &[]);
             policy.route(&world, q)
         };
         let target = match route {
@@ -620,46 +684,178 @@ impl<'t> Engine<'t> {
 
     fn apply(&mut self, changes: Vec<Change>) {
         for c in changes {
-            let applied = match c {
+            let id = |s: &Snapshot, v: usize, w: usize| {
+                (s.workers()[w].id.clone(), s.variants()[v].id.clone())
+            };
+            let (model, steps) = match c {
                 Change::Load {
                     variant,
                     worker,
                     warm,
-                } => self.load(variant, worker, warm).is_some(),
+                } if warm && !self.started => {
+                    if self.load(variant, worker, true).is_some() {
+                        self.sec(self.now).actions += 1;
+                    }
+                    continue;
+                }
+                Change::Load {
+                    variant, worker, ..
+                } => {
+                    let Some(v) = self.snapshot.variants().get(variant) else {
+                        continue;
+                    };
+                    if worker >= self.snapshot.workers().len() {
+                        continue;
+                    }
+                    let (w, vid) = id(&self.snapshot, variant, worker);
+                    (
+                        v.model.clone(),
+                        vec![Step::Load {
+                            worker: w,
+                            variant: vid,
+                        }],
+                    )
+                }
                 Change::Replace {
                     from,
                     variant,
                     worker,
-                } => match (
-                    self.by_snapshot.get(from).copied(),
-                    self.load(variant, worker, false),
-                ) {
-                    (Some(old), Some(new)) => {
-                        self.insts[new].replaces = Some(old);
-                        // Queries keep going to the old instance until the new one serves.
-                        if self.loading.get(&variant) == Some(&new) {
-                            self.loading.remove(&variant);
-                        }
-                        true
+                } => {
+                    let s = &self.snapshot;
+                    let (Some(old), Some(v)) = (s.instances().get(from), s.variants().get(variant))
+                    else {
+                        continue;
+                    };
+                    if worker >= s.workers().len() {
+                        continue;
                     }
-                    (None, Some(new)) => {
-                        self.unload(new);
-                        false
-                    }
-                    _ => false,
-                },
-                Change::Unload { instance } => match self.by_snapshot.get(instance).copied() {
-                    Some(e) => {
-                        self.unload(e);
-                        true
-                    }
-                    None => false,
-                },
+                    let (w, vid) = id(s, variant, worker);
+                    let (ow, ovid) = id(s, old.variant, old.worker);
+                    (
+                        v.model.clone(),
+                        vec![
+                            Step::Load {
+                                worker: w,
+                                variant: vid,
+                            },
+                            Step::Unload {
+                                worker: ow,
+                                variant: ovid,
+                            },
+                        ],
+                    )
+                }
+                Change::Unload { instance } => {
+                    let s = &self.snapshot;
+                    let Some(i) = s.instances().get(instance) else {
+                        continue;
+                    };
+                    let (w, vid) = id(s, i.variant, i.worker);
+                    (
+                        s.variants()[i.variant].model.clone(),
+                        vec![Step::Unload {
+                            worker: w,
+                            variant: vid,
+                        }],
+                    )
+                }
+                Change::Steps { model, steps } => (model, steps),
             };
-            if applied {
-                self.sec(self.now).actions += 1;
+            if steps.is_empty() {
+                continue;
+            }
+            self.sec(self.now).actions += 1;
+            let j = self.jobs.len();
+            self.jobs.push(Job {
+                model,
+                steps: steps.into(),
+                done: false,
+            });
+            self.advance(j);
+        }
+    }
+
+    /// The serving engine instance of `variant` on `worker` (ids).
+    fn instance_on(&self, worker: &str, variant: &str) -> Option<usize> {
+        let (w, v) = (
+            self.snapshot.worker_index(worker)?,
+            self.snapshot.variant_index(variant)?,
+        );
+        self.snapshot
+            .variant_instances(v)
+            .iter()
+            .filter(|&&i| self.snapshot.instances()[i].worker == w)
+            .map(|&i| self.by_snapshot[i])
+            .find(|&e| !self.insts[e].draining && !self.insts[e].gone)
+    }
+
+    /// Carries out job `j`'s steps until one has to wait (a load, a drain) or they end.
+    fn advance(&mut self, j: usize) {
+        while let Some(step) = self.jobs[j].steps.pop_front() {
+            match step {
+                Step::Load { worker, variant } => {
+                    let started = match (
+                        self.snapshot.worker_index(&worker),
+                        self.snapshot.variant_index(&variant),
+                    ) {
+                        (Some(w), Some(v)) => self.start_load(v, w, false, false),
+                        _ => None,
+                    };
+                    match started {
+                        Some(e) => {
+                            self.insts[e].job = Some(j);
+                            return;
+                        }
+                        None => break,
+                    }
+                }
+                Step::Resize {
+                    worker,
+                    variant,
+                    threads,
+                } => match self.instance_on(&worker, &variant) {
+                    Some(e) if self.resize(e, threads) => {}
+                    _ => break,
+                },
+                Step::Unload { worker, variant } => {
+                    let Some(e) = self.instance_on(&worker, &variant) else {
+                        break;
+                    };
+                    self.unload(e);
+                    self.schedule(self.now + DRAIN_WAIT_MS, Kind::Resume(j));
+                    return;
+                }
             }
         }
+        self.jobs[j].steps.clear();
+        self.jobs[j].done = true;
+    }
+
+    /// Gives engine instance `e` `threads` intra-op threads in place; false when its worker
+    /// lacks the cores.
+    fn resize(&mut self, e: usize, threads: usize) -> bool {
+        let (worker, old) = (self.insts[e].worker, self.insts[e].threads);
+        let threads = threads.max(1);
+        let w = &self.snapshot.workers()[worker];
+        if threads > old && w.free_cores() < threads - old {
+            return false;
+        }
+        self.advance_cost(self.now);
+        if threads > old {
+            self.hold(worker, threads - old, 0, true);
+        } else {
+            self.hold(worker, old - threads, 0, false);
+        }
+        let core = self.cluster.prices.cpu_core_per_s;
+        let delta = (threads as f64 - old as f64) * core;
+        self.cost_rate = (self.cost_rate + delta).max(0.0);
+        let inst = &mut self.insts[e];
+        inst.rate_per_s += delta;
+        inst.threads = threads;
+        let base = self.snapshot.variants()[inst.variant].threads;
+        inst.slowdown = amdahl(base, self.vertical.parallel_fraction)
+            / amdahl(threads, self.vertical.parallel_fraction);
+        true
     }
 
     fn tick(&mut self, policy: &mut dyn Policy) {
@@ -674,11 +870,13 @@ impl<'t> Engine<'t> {
             let v = &self.snapshot.variants()[inst.variant];
             let qps = inst.served_window as f64 / secs;
             let batch = inst.running.len().max(1);
-            let profiled = v.latency_at(batch).map_or(0.0, |(p, k)| p.p99_ms * k);
+            let profiled = v
+                .latency_at(batch)
+                .map_or(0.0, |(p, k)| p.p99_ms * k * inst.slowdown);
             let figures = InstanceFigures {
                 loaded: true,
                 qps,
-                peak_qps: v.peak_qps(),
+                peak_qps: v.peak_qps() / inst.slowdown,
                 queue_len: inst.queue.len() + inst.running.len(),
                 max_batch: v.max_batch,
                 p99_ms_observed: (inst.served_window > 0).then_some(profiled),
@@ -699,10 +897,13 @@ impl<'t> Engine<'t> {
         window.seconds = secs;
         window.models = self
             .window_arrivals
-            .drain()
-            .map(|(m, a)| {
+            .iter_mut()
+            .zip(&self.models)
+            .filter(|(a, _)| a.rows > 0)
+            .map(|(a, m)| {
+                let a = std::mem::take(a);
                 (
-                    m,
+                    m.clone(),
                     ModelDemand {
                         rows_per_s: a.rows as f64 / secs,
                         slo_ms: a.slo_ms,
@@ -714,8 +915,8 @@ impl<'t> Engine<'t> {
         window.app_rate = self.app_window.iter().map(|&n| n as f64 / secs).collect();
         self.app_window.iter_mut().for_each(|n| *n = 0);
         let changes = {
-            let (ages, changing) = self.ages_and_changes();
-            let world = self.world(&ages, &changing);
+            let (ages, busy, threads) = self.period_view();
+            let world = self.world(&ages, &busy, &threads);
             policy.tick(&world, &window)
         };
         self.apply(changes);
@@ -737,7 +938,7 @@ impl<'t> Engine<'t> {
 
     fn run(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(usize, usize)) {
         let provision = {
-            let world = self.world(&[], &[]);
+            let world = self.world(&[], &[], &[]);
             policy.provision(&world)
         };
         self.apply(provision);
@@ -762,6 +963,7 @@ impl<'t> Engine<'t> {
                     match kind {
                         Kind::Done(e) => self.done(e),
                         Kind::Ready(e) => self.ready(e),
+                        Kind::Resume(j) => self.advance(j),
                         Kind::Tick => {
                             self.tick(policy);
                             if next < total || self.busy() {
@@ -787,6 +989,11 @@ impl<'t> Engine<'t> {
         self.advance_cost(self.now);
         progress(total, total);
     }
+}
+
+/// Amdahl speed-up of `threads` threads with parallel fraction `p`.
+fn amdahl(threads: usize, p: f64) -> f64 {
+    1.0 / ((1.0 - p) + p / threads.max(1) as f64)
 }
 
 fn worker(id: String, hardware: Vec<HardwareKind>, cores: usize, c: &Cluster) -> WorkerEntry {

@@ -5,21 +5,22 @@
 //! |---|---|---|
 //! | `static_peak` | least expected wait among the application's instances | none: the most accurate variant whose p99 at a full batch is within half the SLO, replicas for the trace's peak second, loaded before the first query (Clipper-like) |
 //! | `horizontal` | least expected wait | one fixed variant (as `static_peak`'s), replicas for the last window's rate at 70% utilisation; out at once, in one at a time after 30 s (SageMaker-like) |
-//! | `infaas_greedy` | [`select`] | [`greedy`] over the window's demand |
-//! | `infaas_exact` | [`select`] | [`exact`] (the ILP) over the window's demand |
+//! | `infaas_greedy` | [`select`](infaas_scheduler::select::select) | [`greedy`] over the window's demand |
+//! | `infaas_exact` | [`select`](infaas_scheduler::select::select) | [`exact`] (the ILP) over the window's demand |
 //!
-//! The glue of `infaas_*` (families with their planned load, [`PlannedLoad`] as in the
-//! controller; a family with a change under way skipped) is the simulator's own: the
-//! controller's model period also scales vertically first, which stays inside its loop for
-//! now.
+//! `infaas_*` run the controller's model period as it is ([`model_period`]), fed the way the
+//! controller feeds it: each family's [`PlannedLoad`] and [`Stability`], instance ages and
+//! threads, Interfered periods, and which families have a change under way.
 
 use std::collections::HashMap;
 
 use infaas_scheduler::autoscale::{
-    exact, greedy, ActionKind, FamilyDemand, Plan, PlannedLoad, ScalingConfig, ScalingError,
-    ScalingInput,
+    exact, greedy, model_period, resolve, ClaimedRoom, FamilyState, InterferenceCounter,
+    MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad, Resolution, ScalingConfig, Stability,
+    VerticalConfig,
 };
-use infaas_scheduler::{select, Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
+use infaas_scheduler::select::select_with;
+use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
 
 use crate::engine::{Change, Policy, Route, Window, World, TENANT};
 use crate::trace::Arrival;
@@ -33,11 +34,7 @@ pub fn by_name(name: &str, scaling: ScalingConfig) -> Option<Box<dyn Policy>> {
     Some(match name {
         "static_peak" => Box::new(StaticPeak),
         "horizontal" => Box::new(Horizontal::default()),
-        "infaas_greedy" | "infaas_exact" => Box::new(Infaas {
-            exact: name == "infaas_exact",
-            scaling,
-            loads: HashMap::new(),
-        }),
+        "infaas_greedy" | "infaas_exact" => Box::new(Infaas::new(name == "infaas_exact", scaling)),
         _ => return None,
     })
 }
@@ -92,15 +89,20 @@ fn place(s: &Snapshot, room: &mut [(usize, u64)], v: &VariantEntry, n: usize) ->
 /// throughput).
 fn least_wait(s: &Snapshot, app: &str) -> Option<usize> {
     let v = s.variants();
-    s.app_variants(TENANT, app)
-        .iter()
-        .flat_map(|&vi| s.variant_instances(vi).iter().map(move |&i| (vi, i)))
-        .filter(|&(_, i)| s.instances()[i].state != InstanceState::Inactive)
-        .min_by(|&(va, a), &(vb, b)| {
-            let wait = |vi: usize, i: usize| s.queued(i) as f64 / v[vi].peak_qps().max(1e-9);
-            wait(va, a).total_cmp(&wait(vb, b))
-        })
-        .map(|(_, i)| i)
+    let mut best: Option<(f64, usize)> = None;
+    for &vi in s.app_variants(TENANT, app) {
+        let peak = v[vi].peak_qps().max(1e-9);
+        for &i in s.variant_instances(vi) {
+            if s.instances()[i].state == InstanceState::Inactive {
+                continue;
+            }
+            let wait = s.queued(i) as f64 / peak;
+            if best.is_none_or(|(w, _)| wait < w) {
+                best = Some((wait, i));
+            }
+        }
+    }
+    best.map(|(_, i)| i)
 }
 
 fn app_slo(world: &World, app: usize) -> Option<f64> {
@@ -198,10 +200,7 @@ impl Policy for Horizontal {
                 .copied()
                 .filter(|&i| s.instances()[i].state != InstanceState::Inactive)
                 .collect();
-            if live
-                .iter()
-                .any(|&i| world.changing.get(i).copied().unwrap_or(false))
-            {
+            if world.busy.contains(&v.model) {
                 continue;
             }
             let rate = window.app_rate.get(a).copied().unwrap_or(0.0);
@@ -228,21 +227,30 @@ impl Policy for Horizontal {
     }
 }
 
-/// The platform's policies: [`select`] for every query, model autoscaling once per window
-/// on each family's [`PlannedLoad`].
+/// The platform's policies: [`select`](infaas_scheduler::select::select) for every query, and once per window the controller's
+/// model period ([`model_period`]: vertical first, then the horizontal plan, then
+/// migration) on each family's [`PlannedLoad`] and [`Stability`], its actions resolved into
+/// steps ([`resolve`]) as the controller resolves them.
 pub struct Infaas {
     /// The ILP instead of the greedy heuristic.
     pub exact: bool,
     pub scaling: ScalingConfig,
+    /// Themis' vertical scaling (the server's `autoscale.vertical`, on by default).
+    pub vertical: bool,
     loads: HashMap<String, PlannedLoad>,
+    stability: HashMap<String, Stability>,
+    interfered: InterferenceCounter,
 }
 
 impl Infaas {
-    fn plan(&self, input: &ScalingInput) -> Result<Plan, ScalingError> {
-        if self.exact {
-            exact(input)
-        } else {
-            greedy(input)
+    pub fn new(exact: bool, scaling: ScalingConfig) -> Self {
+        Infaas {
+            exact,
+            scaling,
+            vertical: true,
+            loads: HashMap::new(),
+            stability: HashMap::new(),
+            interfered: InterferenceCounter::default(),
         }
     }
 }
@@ -266,7 +274,7 @@ impl Policy for Infaas {
             max_cost: None,
             rows: 1,
         };
-        match select(world.snapshot, &query, world.prices) {
+        match select_with(world.snapshot, &query, world.prices, false) {
             Decision::Serve { instance, .. } => Route::Instance(instance),
             Decision::Load {
                 variant,
@@ -284,77 +292,92 @@ impl Policy for Infaas {
 
     fn tick(&mut self, world: &World, window: &Window) -> Vec<Change> {
         let s = world.snapshot;
-        // Families (models) with live instances, unless a change of theirs is under way.
-        let mut models: Vec<&str> = Vec::new();
-        let mut busy: Vec<&str> = Vec::new();
+        // Families (models) with live instances on live workers.
+        let mut families: Vec<(&str, Vec<usize>)> = Vec::new();
         for (i, inst) in s.instances().iter().enumerate() {
-            if inst.state == InstanceState::Inactive {
+            if inst.state == InstanceState::Inactive || !s.workers()[inst.worker].alive {
                 continue;
             }
             let model = s.variants()[inst.variant].model.as_str();
-            if world.changing.get(i).copied().unwrap_or(false) {
-                busy.push(model);
-            }
-            if !models.contains(&model) {
-                models.push(model);
+            match families.iter_mut().find(|(m, _)| *m == model) {
+                Some((_, list)) => list.push(i),
+                None => families.push((model, vec![i])),
             }
         }
-        self.loads.retain(|m, _| models.contains(&m.as_str()));
-        // The planned load of every live family follows its arrivals, busy or not.
-        let mut planned: HashMap<&str, f64> = HashMap::new();
-        for &model in &models {
-            let rate = window.models.get(model).map_or(0.0, |d| d.rows_per_s);
-            let load = self
-                .loads
-                .entry(model.to_string())
-                .or_default()
-                .observe(rate);
-            planned.insert(model, load);
-        }
-        models.retain(|m| !busy.contains(m));
-        models.sort_unstable();
-        let demands: Vec<FamilyDemand> = models
-            .iter()
-            .map(|&model| {
+        families.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        self.loads
+            .retain(|m, _| families.iter().any(|(f, _)| f == m));
+        self.stability
+            .retain(|m, _| families.iter().any(|(f, _)| f == m));
+        self.interfered.observe_snapshot(s);
+        let states: Vec<FamilyState> = families
+            .into_iter()
+            .map(|(model, instances)| {
                 let d = window.models.get(model).copied().unwrap_or_default();
-                FamilyDemand {
+                let load = self
+                    .loads
+                    .entry(model.to_string())
+                    .or_default()
+                    .observe(d.rows_per_s);
+                let stable_periods = self
+                    .stability
+                    .entry(model.to_string())
+                    .or_insert_with(|| Stability::new(0.1))
+                    .observe(load);
+                FamilyState {
                     tenant: TENANT,
                     model,
-                    load_qps: planned.get(model).copied(),
+                    instances,
+                    load_qps: load,
+                    stable_periods,
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
+                    busy: world.busy.iter().any(|b| b == model),
                 }
             })
             .collect();
-        if demands.is_empty() {
+        if states.is_empty() {
             return Vec::new();
         }
-        let input = ScalingInput::from_snapshot(
-            s,
-            &demands,
-            |i| world.state_age_ms.get(i).copied().unwrap_or(0.0),
-            *world.prices,
-            self.scaling,
-        );
-        let Ok(plan) = self.plan(&input) else {
-            return Vec::new();
+        let config = PeriodConfig {
+            scaling: self.scaling,
+            vertical_enabled: self.vertical,
+            vertical: VerticalConfig {
+                headroom: self.scaling.slack,
+                ..VerticalConfig::default()
+            },
+            migration: MigrationConfig::default(),
         };
-        plan.actions
+        let period = model_period(
+            &PeriodInput {
+                snapshot: s,
+                families: &states,
+                threads: world.threads,
+                ages_ms: world.state_age_ms,
+                releasable: &[],
+                interfered_periods: self.interfered.periods(),
+                prices: *world.prices,
+                config,
+            },
+            if self.exact { exact } else { greedy },
+        );
+        let threads_of = |i: usize| {
+            world
+                .threads
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
+        };
+        let mut claims = ClaimedRoom::default();
+        period
+            .actions
             .iter()
-            .filter_map(|a| match a.kind {
-                ActionKind::Replicate { variant, worker } => Some(Change::Load {
-                    variant,
-                    worker,
-                    warm: false,
+            .filter_map(|(f, a)| match resolve(s, a, &mut claims, threads_of) {
+                Resolution::Run(job) => Some(Change::Steps {
+                    model: states[*f].model.to_string(),
+                    steps: job.steps,
                 }),
-                ActionKind::Upgrade { from, to, worker }
-                | ActionKind::Downgrade { from, to, worker } => Some(Change::Replace {
-                    from,
-                    variant: to,
-                    worker,
-                }),
-                ActionKind::RemoveReplica { instance } => Some(Change::Unload { instance }),
-                _ => None,
+                Resolution::Short { .. } | Resolution::Skip(_) => None,
             })
             .collect()
     }
@@ -505,6 +528,33 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
+    }
+
+    /// The controller's vertical step runs in the simulator: on a surge an Overloaded CPU
+    /// instance gets threads at once (its batches run faster from that second) while replicas
+    /// load, so the seconds right after the step are served better than without it.
+    #[test]
+    fn vertical_scaling_serves_a_surge_while_replicas_load() {
+        let t = trace("step:from=150,to=3000,at=20,duration=40,app=m,slo=50");
+        let variants = variants_for(&t, &catalogue(), &cluster()).unwrap();
+        let with = run("infaas_greedy", &t);
+        let mut p = Infaas::new(false, ScalingConfig::default());
+        p.vertical = false;
+        let without = simulate(&t, variants, &cluster(), &mut p, &mut |_, _| {}).unwrap();
+        let early = |r: &PolicyReport| -> Vec<f64> {
+            r.series[20..26]
+                .iter()
+                .map(|p| p.slo_attainment.unwrap_or(0.0))
+                .collect()
+        };
+        let sum = |v: Vec<f64>| v.iter().sum::<f64>();
+        assert!(
+            sum(early(&with)) > sum(early(&without)) + 0.3
+                && with.summary.slo_attainment > without.summary.slo_attainment,
+            "{:?} vs {:?}",
+            early(&with),
+            early(&without)
+        );
     }
 
     #[test]

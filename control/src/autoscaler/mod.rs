@@ -17,10 +17,10 @@
 //!
 //! Every action runs in its own task: new instances are loaded first, the ones they replace
 //! are taken out of the index and unloaded only once the new ones serve. A family (tenant,
-//! model) with an action under way is left alone until it ends. Each decision is stored as a
+//! model) with actions under way is left alone until the last of them ends. The period itself
+//! ([`model_period`]) is the scheduler's, which the simulator runs too. Each decision is stored as a
 //! scaling event with its reason and the cost per second before and after.
 
-pub mod actions;
 pub mod book;
 
 mod events;
@@ -36,37 +36,25 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, greedy, migrations, peak_at, scale_workers, vertical, Action, ActionKind, CpuInstance,
-    FamilyDemand, MigrationConfig, Plan, ScalingConfig, ScalingInput, Stability, VerticalConfig,
-    WorkerConfig, WorkerView,
+    self, greedy, model_period, plan_demands, resolve, scale_workers, Action, ActionKind,
+    ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig, PeriodInput,
+    Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig, WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AutoscaleConfig, WorkerProviderKind};
 use crate::platform::ControlPlane;
-use actions::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
 use book::{AppKey, Book, FamilyKey, Provisioned};
 
 /// How long an instance stays out of the index before it is unloaded, so that queries already
 /// sent to it finish there.
 const DRAIN_WAIT: Duration = Duration::from_millis(500);
 
-/// The load to plan for of one family, and the strictest requirements its queries had.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DemandSpec {
-    pub tenant: String,
-    pub model: String,
-    /// Rows/s the base-thread capacity must serve (arrivals less what vertical scaling added).
-    pub load_qps: f64,
-    pub slo_ms: Option<f64>,
-    pub min_accuracy: Option<f64>,
-}
-
 /// The last model period's input, for the exact planner.
 struct LastInput {
     snapshot: Arc<Snapshot>,
-    demands: Vec<DemandSpec>,
+    demands: Vec<Demand>,
     ages: Vec<f64>,
     releasable: Vec<bool>,
 }
@@ -226,7 +214,7 @@ impl Autoscaler {
             scaler.clone(),
             every(scaler.cfg.model_interval_ms),
             shutdown.clone(),
-            |s| async move { s.model_period() },
+            |s| async move { s.run_model_period() },
         ));
         tokio::spawn(periodic(
             scaler.clone(),
@@ -321,8 +309,21 @@ impl Autoscaler {
         (Arc::new(s), releasable)
     }
 
-    /// One model-autoscaler period.
-    fn model_period(self: &Arc<Self>) {
+    /// The thresholds of one model period.
+    fn period_config(&self) -> PeriodConfig {
+        PeriodConfig {
+            scaling: self.scaling_config(),
+            vertical_enabled: self.cfg.vertical,
+            vertical: self.vertical_config(),
+            migration: MigrationConfig {
+                periods: self.cfg.migration_periods,
+            },
+        }
+    }
+
+    /// One model-autoscaler period: the families' state gathered from the cluster and the
+    /// book, [`model_period`] on it, and its actions resolved into jobs.
+    fn run_model_period(self: &Arc<Self>) {
         let now = Instant::now();
         let (snapshot, releasable) = self.policy_snapshot();
         let arrivals = self.state.cluster.demand.take();
@@ -332,14 +333,7 @@ impl Autoscaler {
             *last = now;
             e
         };
-        let threads = self.state.cluster.instance_threads();
-        let threads_of = |i: usize| {
-            let inst = &snapshot.instances()[i];
-            threads
-                .get(&inst.id)
-                .copied()
-                .unwrap_or(snapshot.variants()[inst.variant].threads)
-        };
+        let threads = self.instance_threads(&snapshot);
         // Families with live instances, their instances, and their arrivals.
         let mut families: HashMap<FamilyKey, (AppKey, Vec<usize>)> = HashMap::new();
         for (i, inst) in snapshot.instances().iter().enumerate() {
@@ -363,160 +357,108 @@ impl Autoscaler {
                     .merge(a);
             }
         }
-        let vcfg = self.vertical_config();
-        let mut claims = ClaimedRoom::default();
-        let mut jobs: Vec<(FamilyKey, AppKey, ActionPlan)> = Vec::new();
-        let mut demands = Vec::new();
         let mut book = lock(&self.book);
         book.observe_instances(&snapshot, now);
         book.retain_families(&families.keys().cloned().collect());
-        let mut stability = lock(&self.stability);
-        stability.retain(|f, _| families.contains_key(f));
         let mut keys: Vec<&FamilyKey> = families.keys().collect();
         keys.sort();
-        for family in keys {
-            let (app, instances) = &families[family];
-            let a = wanted.get(family).copied().unwrap_or_default();
-            let load = book.family_load(family, a.rows as f64 / elapsed);
-            let stable = stability
-                .entry(family.clone())
-                .or_insert_with(|| Stability::new(0.1))
-                .observe(load);
-            if book.is_busy(family) {
-                continue;
-            }
-            // Vertical first (Themis): CPU instances of this family with their share of load.
-            let served: f64 = instances.iter().map(|&i| snapshot.instances()[i].qps).sum();
-            let cpu: Vec<CpuInstance> = instances
-                .iter()
-                .filter(|&&i| {
-                    snapshot.variants()[snapshot.instances()[i].variant].hardware
-                        == HardwareKind::Cpu
-                })
-                .filter_map(|&i| {
-                    let share = if served > 0.0 {
-                        snapshot.instances()[i].qps / served
-                    } else {
-                        1.0 / instances.len() as f64
-                    };
-                    CpuInstance::from_snapshot(&snapshot, i, threads_of(i), load * share)
-                })
-                .collect();
-            let extra: f64 = cpu
-                .iter()
-                .filter(|c| c.threads > c.base_threads)
-                .map(|c| peak_at(c, c.threads, &vcfg) - peak_at(c, c.base_threads, &vcfg))
-                .sum();
-            if self.cfg.vertical {
-                let free: Vec<usize> = snapshot.workers().iter().map(|w| w.free_cores()).collect();
-                let acts = vertical(&cpu, &free, stable, &self.prices, &vcfg);
-                if !acts.is_empty() {
-                    for act in &acts {
-                        self.resolve_into(
-                            &snapshot,
-                            act,
-                            &mut claims,
-                            &threads_of,
-                            family,
-                            app,
-                            &mut jobs,
-                            &mut book,
-                            now,
-                        );
+        let states: Vec<FamilyState> = {
+            let mut stability = lock(&self.stability);
+            stability.retain(|f, _| families.contains_key(f));
+            keys.iter()
+                .map(|&family| {
+                    let a = wanted.get(family).copied().unwrap_or_default();
+                    let load = book.family_load(family, a.rows as f64 / elapsed);
+                    let stable = stability
+                        .entry(family.clone())
+                        .or_insert_with(|| Stability::new(0.1))
+                        .observe(load);
+                    FamilyState {
+                        tenant: &family.0,
+                        model: &family.1,
+                        instances: families[family].1.clone(),
+                        load_qps: load,
+                        stable_periods: stable,
+                        slo_ms: a.slo_ms,
+                        min_accuracy: a.min_accuracy,
+                        busy: book.is_busy(family),
                     }
-                    continue;
-                }
-            }
-            demands.push(DemandSpec {
-                tenant: family.0.clone(),
-                model: family.1.clone(),
-                load_qps: (load - extra).max(0.0),
-                slo_ms: a.slo_ms,
-                min_accuracy: a.min_accuracy,
-            });
-        }
-        drop(stability);
-        // Horizontal: greedy over every family without an action under way.
+                })
+                .collect()
+        };
         let ages: Vec<f64> = snapshot
             .instances()
             .iter()
             .map(|i| book.state_age_ms(&i.id, now))
             .collect();
-        let plan = plan_with(
-            &snapshot,
-            &releasable,
-            &demands,
-            &ages,
-            self.prices,
-            self.scaling_config(),
+        let interfered = book.interfered_periods(&snapshot);
+        let period = model_period(
+            &PeriodInput {
+                snapshot: &snapshot,
+                families: &states,
+                threads: &threads,
+                ages_ms: &ages,
+                releasable: &releasable,
+                interfered_periods: &interfered,
+                prices: self.prices,
+                config: self.period_config(),
+            },
             greedy,
         );
-        match plan {
-            Ok(plan) => {
-                for act in &plan.actions {
-                    let Some((family, app)) = self.action_owner(&snapshot, act) else {
-                        continue;
-                    };
-                    self.resolve_into(
-                        &snapshot,
-                        act,
-                        &mut claims,
-                        &threads_of,
-                        &family,
-                        &app,
-                        &mut jobs,
-                        &mut book,
-                        now,
-                    );
-                }
-                for (family, hardware, missing) in
-                    short_families(&snapshot, &demands, &plan, self.cfg.slack)
-                {
-                    if let Some((app, _)) = families.get(&family) {
-                        book.short_of(
-                            hardware,
-                            app.clone(),
-                            format!(
-                                "{}/{}: the model autoscaler's plan leaves {missing:.0} rows/s without capacity",
-                                family.0, family.1
-                            ),
-                            now,
-                        );
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "model autoscaling could not decide"),
+        if let Some(e) = &period.error {
+            tracing::warn!(error = %e, "model autoscaling could not decide");
         }
-        // Migration of instances Interfered for several periods.
-        let periods = book.interfered_periods(&snapshot);
-        let mcfg = MigrationConfig {
-            periods: self.cfg.migration_periods,
-        };
-        for act in migrations(&snapshot, &periods, &self.prices, &mcfg) {
-            if let Some((family, app)) = self.action_owner(&snapshot, &act) {
-                if !book.is_busy(&family) {
-                    self.resolve_into(
-                        &snapshot,
-                        &act,
-                        &mut claims,
-                        &threads_of,
-                        &family,
-                        &app,
-                        &mut jobs,
-                        &mut book,
-                        now,
-                    );
-                }
-            }
+        let mut claims = ClaimedRoom::default();
+        let mut jobs: Vec<(FamilyKey, AppKey, ActionPlan)> = Vec::new();
+        for (f, act) in &period.actions {
+            let family = keys[*f];
+            let app = &families[family].0;
+            self.resolve_into(
+                &snapshot,
+                act,
+                &mut claims,
+                &threads,
+                family,
+                app,
+                &mut jobs,
+                &mut book,
+                now,
+            );
+        }
+        for short in &period.shortages {
+            let family = keys[short.family];
+            book.short_of(
+                short.hardware,
+                families[family].0.clone(),
+                format!(
+                    "{}/{}: the model autoscaler's plan leaves {:.0} rows/s without capacity",
+                    family.0, family.1, short.missing_qps
+                ),
+                now,
+            );
         }
         *lock(&self.last_input) = Some(LastInput {
             snapshot: snapshot.clone(),
-            demands,
+            demands: period.demands,
             ages,
             releasable,
         });
         drop(book);
         self.spawn_jobs(&snapshot, jobs);
+    }
+
+    /// Every instance's intra-op threads now, by snapshot index.
+    fn instance_threads(&self, s: &Snapshot) -> Vec<usize> {
+        let threads = self.state.cluster.instance_threads();
+        s.instances()
+            .iter()
+            .map(|inst| {
+                threads
+                    .get(&inst.id)
+                    .copied()
+                    .unwrap_or(s.variants()[inst.variant].threads)
+            })
+            .collect()
     }
 
     /// The family and application an action concerns.
@@ -541,13 +483,19 @@ impl Autoscaler {
         s: &Snapshot,
         act: &Action,
         claims: &mut ClaimedRoom,
-        threads_of: &impl Fn(usize) -> usize,
+        threads: &[usize],
         family: &FamilyKey,
         app: &AppKey,
         jobs: &mut Vec<(FamilyKey, AppKey, ActionPlan)>,
         book: &mut Book,
         now: Instant,
     ) {
+        let threads_of = |i: usize| {
+            threads
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
+        };
         match resolve(s, act, claims, threads_of) {
             Resolution::Run(job) => jobs.push((family.clone(), app.clone(), job)),
             Resolution::Short {
@@ -560,41 +508,33 @@ impl Autoscaler {
         }
     }
 
-    /// Runs jobs, one task per family (its jobs in order), marking each family busy.
+    /// Runs jobs, one task per job (a family's jobs side by side: they touch different
+    /// instances and their room was claimed apart), marking each family busy until the last of
+    /// its jobs ends.
     fn spawn_jobs(self: &Arc<Self>, s: &Snapshot, jobs: Vec<(FamilyKey, AppKey, ActionPlan)>) {
-        let mut by_family: Vec<(FamilyKey, AppKey, Vec<ActionPlan>)> = Vec::new();
-        for (family, app, job) in jobs {
-            match by_family.iter_mut().find(|(f, _, _)| *f == family) {
-                Some((_, _, list)) => list.push(job),
-                None => by_family.push((family, app, vec![job])),
-            }
-        }
         let now = Instant::now();
-        for (family, app, list) in by_family {
-            if !lock(&self.book).begin(&family, now) {
-                continue;
-            }
-            let busy = Busy {
-                scaler: self.clone(),
-                family,
-            };
-            let named: Vec<(ActionPlan, String, String)> = list
-                .into_iter()
-                .map(|j| {
-                    let variant = s.variants()[j.variant].id.clone();
-                    let worker = s.workers()[j.worker].id.clone();
-                    (j, variant, worker)
+        let mut busy: HashMap<FamilyKey, Option<Arc<Busy>>> = HashMap::new();
+        for (family, app, job) in jobs {
+            let guard = busy.entry(family.clone()).or_insert_with(|| {
+                lock(&self.book).begin(&family, now).then(|| {
+                    Arc::new(Busy {
+                        scaler: self.clone(),
+                        family,
+                    })
                 })
-                .collect();
+            });
+            let Some(guard) = guard.clone() else {
+                continue;
+            };
+            let variant = s.variants()[job.variant].id.clone();
+            let worker = s.workers()[job.worker].id.clone();
             let scaler = self.clone();
             tokio::spawn(async move {
-                for (job, variant, worker) in named {
-                    let result = scaler.run_steps(&job.steps).await;
-                    scaler
-                        .record_job(&app, &job, &variant, &worker, result)
-                        .await;
-                }
-                drop(busy);
+                let result = scaler.run_steps(&job.steps).await;
+                scaler
+                    .record_job(&app, &job, &variant, &worker, result)
+                    .await;
+                drop(guard);
             });
         }
     }
@@ -977,7 +917,7 @@ impl Autoscaler {
         let snapshot = input.snapshot.clone();
         let solved = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let greedy_plan = plan_with(
+            let greedy_plan = plan_demands(
                 &input.snapshot,
                 &input.releasable,
                 &input.demands,
@@ -986,7 +926,7 @@ impl Autoscaler {
                 cfg,
                 greedy,
             )?;
-            let exact_plan = plan_with(
+            let exact_plan = plan_demands(
                 &input.snapshot,
                 &input.releasable,
                 &input.demands,
@@ -1028,14 +968,7 @@ impl Autoscaler {
         if relative <= self.cfg.exact_apply_gap || lock(&self.book).any_busy() {
             return;
         }
-        let threads = self.state.cluster.instance_threads();
-        let threads_of = |i: usize| {
-            let inst = &snapshot.instances()[i];
-            threads
-                .get(&inst.id)
-                .copied()
-                .unwrap_or(snapshot.variants()[inst.variant].threads)
-        };
+        let threads = self.instance_threads(&snapshot);
         let mut claims = ClaimedRoom::default();
         let mut jobs = Vec::new();
         let now = Instant::now();
@@ -1055,7 +988,7 @@ impl Autoscaler {
                     &snapshot,
                     &act,
                     &mut claims,
-                    &threads_of,
+                    &threads,
                     &family,
                     &app,
                     &mut jobs,
@@ -1066,86 +999,6 @@ impl Autoscaler {
         }
         self.spawn_jobs(&snapshot, jobs);
     }
-}
-
-/// Families whose capacity after `plan` stays below `slack` times their load (the plan could
-/// not place what they need): family, hardware of their variants, rows/s missing.
-fn short_families(
-    s: &Snapshot,
-    demands: &[DemandSpec],
-    plan: &Plan,
-    slack: f64,
-) -> Vec<(FamilyKey, HardwareKind, f64)> {
-    if plan.score.unserved_qps <= 0.0 {
-        return Vec::new();
-    }
-    let peak = |v: usize| s.variants().get(v).map_or(0.0, |v| v.peak_qps());
-    let inst_variant = |i: usize| s.instances().get(i).map(|i| i.variant);
-    let mut out = Vec::new();
-    for d in demands {
-        let variants = s.model_variants(&d.tenant, &d.model);
-        let mut capacity: f64 = variants
-            .iter()
-            .map(|&v| {
-                s.variant_instances(v)
-                    .iter()
-                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
-                    .count() as f64
-                    * peak(v)
-            })
-            .sum();
-        for a in &plan.actions {
-            let (add, remove) = match a.kind {
-                ActionKind::Replicate { variant, .. } => (Some(variant), None),
-                ActionKind::Upgrade { from, to, .. } | ActionKind::Downgrade { from, to, .. } => {
-                    (Some(to), inst_variant(from))
-                }
-                ActionKind::RemoveReplica { instance } => (None, inst_variant(instance)),
-                _ => (None, None),
-            };
-            if let Some(v) = add.filter(|v| variants.contains(v)) {
-                capacity += peak(v);
-            }
-            if let Some(v) = remove.filter(|v| variants.contains(v)) {
-                capacity -= peak(v);
-            }
-        }
-        let missing = slack * d.load_qps - capacity;
-        if missing > 0.0 {
-            let hardware = variants
-                .first()
-                .map_or(HardwareKind::Cpu, |&v| s.variants()[v].hardware);
-            out.push(((d.tenant.clone(), d.model.clone()), hardware, missing));
-        }
-    }
-    out
-}
-
-/// The model-scaling input of `demands` on `s` (with its `releasable` workers), solved by
-/// `policy`.
-fn plan_with(
-    s: &Snapshot,
-    releasable: &[bool],
-    demands: &[DemandSpec],
-    ages: &[f64],
-    prices: Prices,
-    cfg: ScalingConfig,
-    policy: fn(&ScalingInput) -> Result<Plan, autoscale::ScalingError>,
-) -> Result<Plan, autoscale::ScalingError> {
-    let fd: Vec<FamilyDemand> = demands
-        .iter()
-        .map(|d| FamilyDemand {
-            tenant: &d.tenant,
-            model: &d.model,
-            load_qps: Some(d.load_qps),
-            slo_ms: d.slo_ms,
-            min_accuracy: d.min_accuracy,
-        })
-        .collect();
-    let input =
-        ScalingInput::from_snapshot(s, &fd, |i| ages.get(i).copied().unwrap_or(0.0), prices, cfg)
-            .with_releasable(releasable.to_vec());
-    policy(&input)
 }
 
 /// Runs `period` every `every` until `shutdown`.

@@ -12,6 +12,9 @@
 //! - [`mod@workers`]: the VM-Autoscaler's decision to add or remove workers.
 //! - [`mod@migration`]: moving instances that stay Interfered.
 //! - [`mod@load`]: the load a family is planned for (bursts at once, lulls smoothed).
+//! - [`mod@period`]: one model-autoscaler period (vertical first, then the plan, then
+//!   migration), as the controller and the simulator run it.
+//! - [`mod@resolve`]: an action turned into steps on named workers, with the room it takes.
 //!
 //! # The model-scaling problem
 //!
@@ -60,7 +63,9 @@ pub mod ilp;
 pub mod load;
 pub mod migration;
 pub mod model;
+pub mod period;
 mod problem;
+pub mod resolve;
 pub mod vertical;
 pub mod workers;
 
@@ -74,7 +79,12 @@ pub use ilp::{exact, exact_with, gap, Gap};
 pub use load::{Arrivals, PlannedLoad};
 pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
+pub use period::{
+    model_period, plan_demands, Demand, FamilyState, PeriodConfig, PeriodInput, PeriodPlan,
+    Planner, Shortage,
+};
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
+pub use resolve::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
 pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
 pub use workers::{scale_workers, WorkerConfig, WorkerView};
 

@@ -2,7 +2,8 @@
 //!
 //! While the load is changing, an Overloaded CPU instance whose worker has spare cores gets more
 //! intra-op threads in place ([`ActionKind::AddThreads`]): it takes effect at once, where a new
-//! replica would first have to load. Once the load has been stable for
+//! replica would first have to load. Threads the load no longer needs are given back as fast
+//! ([`ActionKind::Rebalance`] without replicas). Once the load has been stable for
 //! [`VerticalConfig::stable_periods`] periods, an instance running above its variant's base
 //! threads is split back into instances at base threads ([`ActionKind::Rebalance`]) when that
 //! needs fewer cores: by Amdahl's law, `k` instances of `t` cores serve at least as much as one
@@ -171,6 +172,35 @@ pub fn vertical(
                         ", all the worker's spare cores allow"
                     },
                     cfg.stable_periods,
+                ),
+                cost_before_per_s: i.threads as f64 * core,
+                cost_after_per_s: to as f64 * core,
+            });
+        }
+        // Threads no longer needed are given back at once (as fast as they were taken).
+        for i in instances {
+            if i.state == InstanceState::Overloaded || i.threads <= i.base_threads {
+                continue;
+            }
+            let target = cfg.headroom * i.demand_qps;
+            let to = (i.base_threads..i.threads)
+                .find(|&t| peak_at(i, t, cfg) >= target)
+                .unwrap_or(i.threads);
+            if to >= i.threads {
+                continue;
+            }
+            actions.push(Action {
+                kind: ActionKind::Rebalance {
+                    instance: i.instance,
+                    threads: to,
+                    replicas: 0,
+                },
+                reason: format!(
+                    "instance {} at {} threads serves {:.0} rows/s; {to} threads give {:.0} rows/s",
+                    i.instance,
+                    i.threads,
+                    i.demand_qps,
+                    peak_at(i, to, cfg),
                 ),
                 cost_before_per_s: i.threads as f64 * core,
                 cost_after_per_s: to as f64 * core,

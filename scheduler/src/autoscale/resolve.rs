@@ -8,9 +8,10 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::autoscale::{Action, ActionKind};
+use crate::instance_state::InstanceState;
+use crate::snapshot::Snapshot;
 use infaas_core::HardwareKind;
-use infaas_scheduler::autoscale::{Action, ActionKind};
-use infaas_scheduler::{InstanceState, Snapshot};
 
 /// One thing to do on a worker.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,7 +180,7 @@ pub fn resolve(
         let (worker, variant) = ids(s, v, w);
         Step::Load { worker, variant }
     };
-    let unload = |i: &infaas_scheduler::InstanceEntry| {
+    let unload = |i: &crate::snapshot::InstanceEntry| {
         let (worker, variant) = ids(s, i.variant, i.worker);
         Step::Unload { worker, variant }
     };
@@ -285,8 +286,8 @@ pub fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{InstanceEntry, VariantEntry, WorkerEntry};
     use infaas_core::LatencyPoint;
-    use infaas_scheduler::{InstanceEntry, VariantEntry, WorkerEntry};
 
     fn variant(id: &str, threads: usize) -> VariantEntry {
         VariantEntry {

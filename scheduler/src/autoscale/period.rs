@@ -1,0 +1,337 @@
+//! One period of the model autoscaler, as the controller's loop and the simulator both run it
+//! (INFaaS §4.2; Themis §4-5):
+//!
+//! 1. per family without an action under way, **vertical first**: its Overloaded CPU
+//!    instances get more intra-op threads while the load changes, and return to base threads
+//!    once it is stable ([`vertical`]). A family being rebalanced is left out of the next
+//!    step this period; one that got threads goes on to it, for what the threads do not cover
+//!    (only to add: a replica or a faster variant, never to remove);
+//! 2. **horizontal** over the families: the load each must serve at base threads (its
+//!    planned load less what added threads serve, including this period's) solved by the
+//!    planner ([`greedy`] or
+//!    [`exact`](crate::autoscale::exact)); families the plan leaves short of capacity are
+//!    reported, so the worker autoscaler can add a worker;
+//! 3. **migration** of instances Interfered for several periods ([`migrations`]).
+//!
+//! What persists from period to period (each family's planned load, how long its load has been
+//! stable, how long each instance has been Interfered, which families are busy) is kept by the
+//! caller and handed in; nothing here remembers anything.
+//!
+//! [`greedy`]: crate::autoscale::greedy
+
+use std::collections::HashMap;
+
+use infaas_core::HardwareKind;
+
+use crate::autoscale::{
+    migrations, peak_at, vertical, Action, ActionKind, CpuInstance, FamilyDemand, MigrationConfig,
+    Plan, ScalingConfig, ScalingError, ScalingInput, VerticalConfig,
+};
+use crate::instance_state::InstanceState;
+use crate::snapshot::{Prices, Snapshot};
+
+/// A horizontal planner: [`crate::autoscale::greedy`] or [`crate::autoscale::exact`].
+pub type Planner = fn(&ScalingInput) -> Result<Plan, ScalingError>;
+
+/// One family (a model of a tenant) with live instances, as the period sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyState<'a> {
+    pub tenant: &'a str,
+    pub model: &'a str,
+    /// Its live instances on live workers (indices into the snapshot).
+    pub instances: Vec<usize>,
+    /// Rows/s to plan for ([`crate::autoscale::PlannedLoad`]).
+    pub load_qps: f64,
+    /// Consecutive periods its load has been stable ([`crate::autoscale::Stability`]).
+    pub stable_periods: usize,
+    /// Tightest SLO and highest minimum accuracy of its queries in the period.
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+    /// An action of this family is under way: it is left alone.
+    pub busy: bool,
+}
+
+/// The load one family's instances at base threads must serve, as handed to the planner (and
+/// kept by the controller to solve again exactly).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demand {
+    pub tenant: String,
+    pub model: String,
+    pub load_qps: f64,
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+}
+
+/// Thresholds of one period.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PeriodConfig {
+    pub scaling: ScalingConfig,
+    /// Whether vertical scaling runs (step 1).
+    pub vertical_enabled: bool,
+    pub vertical: VerticalConfig,
+    pub migration: MigrationConfig,
+}
+
+/// Everything one period decides on.
+#[derive(Debug, Clone, Copy)]
+pub struct PeriodInput<'a> {
+    pub snapshot: &'a Snapshot,
+    pub families: &'a [FamilyState<'a>],
+    /// Per instance: its intra-op threads now (missing: its variant's).
+    pub threads: &'a [usize],
+    /// Per instance: how long it has been in its state, ms (missing: 0).
+    pub ages_ms: &'a [f64],
+    /// Per worker: whether the planner should empty it first (missing: no).
+    pub releasable: &'a [bool],
+    /// Per instance: consecutive Interfered periods (missing: 0).
+    pub interfered_periods: &'a [usize],
+    pub prices: Prices,
+    pub config: PeriodConfig,
+}
+
+/// A family whose capacity after the plan stays below `slack` times its load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shortage {
+    /// Index into [`PeriodInput::families`].
+    pub family: usize,
+    /// Hardware of its variants.
+    pub hardware: HardwareKind,
+    pub missing_qps: f64,
+}
+
+/// What one period decided.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeriodPlan {
+    /// In the order to carry them out, each with the index of its family.
+    pub actions: Vec<(usize, Action)>,
+    /// What the horizontal planner was given.
+    pub demands: Vec<Demand>,
+    pub shortages: Vec<Shortage>,
+    /// The horizontal planner could not decide (vertical and migration actions still stand).
+    pub error: Option<ScalingError>,
+}
+
+/// One model-autoscaler period; see the module documentation.
+pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
+    let s = input.snapshot;
+    let cfg = &input.config;
+    let threads_of = |i: usize| {
+        input
+            .threads
+            .get(i)
+            .copied()
+            .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
+    };
+    let mut out = PeriodPlan::default();
+    let free: Vec<usize> = s.workers().iter().map(|w| w.free_cores()).collect();
+    // Families that got threads this period: the plan may only add to them.
+    let mut grown: Vec<usize> = Vec::new();
+    for (f, fam) in input.families.iter().enumerate() {
+        if fam.busy {
+            continue;
+        }
+        // The family's CPU instances, each with its share of the load.
+        let served: f64 = fam.instances.iter().map(|&i| s.instances()[i].qps).sum();
+        let cpu: Vec<CpuInstance> = fam
+            .instances
+            .iter()
+            .filter(|&&i| s.variants()[s.instances()[i].variant].hardware == HardwareKind::Cpu)
+            .filter_map(|&i| {
+                let share = if served > 0.0 {
+                    s.instances()[i].qps / served
+                } else {
+                    1.0 / fam.instances.len() as f64
+                };
+                CpuInstance::from_snapshot(s, i, threads_of(i), fam.load_qps * share)
+            })
+            .collect();
+        let vcfg = &cfg.vertical;
+        let extra: f64 = cpu
+            .iter()
+            .filter(|c| c.threads > c.base_threads)
+            .map(|c| peak_at(c, c.threads, vcfg) - peak_at(c, c.base_threads, vcfg))
+            .sum();
+        let mut extra = extra;
+        if cfg.vertical_enabled {
+            let acts = vertical(&cpu, &free, fam.stable_periods, &input.prices, vcfg);
+            let mut rebalance = false;
+            for a in acts {
+                match a.kind {
+                    ActionKind::AddThreads { instance, from, to } => {
+                        if let Some(c) = cpu.iter().find(|c| c.instance == instance) {
+                            extra += peak_at(c, to, vcfg) - peak_at(c, from, vcfg);
+                        }
+                    }
+                    _ => rebalance = true,
+                }
+                out.actions.push((f, a));
+            }
+            if rebalance {
+                continue;
+            }
+            if out.actions.last().is_some_and(|(g, _)| *g == f) {
+                grown.push(f);
+            }
+        }
+        out.demands.push(Demand {
+            tenant: fam.tenant.to_string(),
+            model: fam.model.to_string(),
+            load_qps: (fam.load_qps - extra).max(0.0),
+            slo_ms: fam.slo_ms,
+            min_accuracy: fam.min_accuracy,
+        });
+    }
+    // Which family each variant belongs to.
+    let mut family_of: HashMap<usize, usize> = HashMap::new();
+    for (f, fam) in input.families.iter().enumerate() {
+        for &v in s.model_variants(fam.tenant, fam.model) {
+            family_of.insert(v, f);
+        }
+    }
+    let of_action = |a: &Action| -> Option<usize> {
+        let variant = match a.kind {
+            ActionKind::Replicate { variant, .. } => variant,
+            ActionKind::Upgrade { to, .. } | ActionKind::Downgrade { to, .. } => to,
+            ActionKind::RemoveReplica { instance }
+            | ActionKind::AddThreads { instance, .. }
+            | ActionKind::Rebalance { instance, .. }
+            | ActionKind::Migrate { instance, .. } => s.instances().get(instance)?.variant,
+            ActionKind::AddWorker { .. } | ActionKind::RemoveWorker { .. } => return None,
+        };
+        family_of.get(&variant).copied()
+    };
+    if !out.demands.is_empty() {
+        match plan_demands(
+            s,
+            input.releasable,
+            &out.demands,
+            input.ages_ms,
+            input.prices,
+            cfg.scaling,
+            planner,
+        ) {
+            Ok(plan) => {
+                for a in &plan.actions {
+                    let adds = matches!(
+                        a.kind,
+                        ActionKind::Replicate { .. } | ActionKind::Upgrade { .. }
+                    );
+                    if let Some(f) = of_action(a).filter(|f| adds || !grown.contains(f)) {
+                        out.actions.push((f, a.clone()));
+                    }
+                }
+                for (d, hardware, missing_qps) in
+                    short_demands(s, &out.demands, &plan, cfg.scaling.slack)
+                {
+                    let d = &out.demands[d];
+                    if let Some(family) = input
+                        .families
+                        .iter()
+                        .position(|f| f.tenant == d.tenant && f.model == d.model)
+                    {
+                        out.shortages.push(Shortage {
+                            family,
+                            hardware,
+                            missing_qps,
+                        });
+                    }
+                }
+            }
+            Err(e) => out.error = Some(e),
+        }
+    }
+    for a in migrations(s, input.interfered_periods, &input.prices, &cfg.migration) {
+        if let Some(f) = of_action(&a).filter(|&f| !input.families[f].busy) {
+            out.actions.push((f, a));
+        }
+    }
+    out
+}
+
+/// The model-scaling input of `demands` on `s` (with its `releasable` workers), solved by
+/// `planner`.
+pub fn plan_demands(
+    s: &Snapshot,
+    releasable: &[bool],
+    demands: &[Demand],
+    ages_ms: &[f64],
+    prices: Prices,
+    cfg: ScalingConfig,
+    planner: Planner,
+) -> Result<Plan, ScalingError> {
+    let fd: Vec<FamilyDemand> = demands
+        .iter()
+        .map(|d| FamilyDemand {
+            tenant: &d.tenant,
+            model: &d.model,
+            load_qps: Some(d.load_qps),
+            slo_ms: d.slo_ms,
+            min_accuracy: d.min_accuracy,
+        })
+        .collect();
+    let mut input = ScalingInput::from_snapshot(
+        s,
+        &fd,
+        |i| ages_ms.get(i).copied().unwrap_or(0.0),
+        prices,
+        cfg,
+    );
+    if !releasable.is_empty() {
+        input = input.with_releasable(releasable.to_vec());
+    }
+    planner(&input)
+}
+
+/// Demands whose capacity after `plan` stays below `slack` times their load (the plan could
+/// not place what they need): index into `demands`, hardware of their variants, rows/s
+/// missing.
+fn short_demands(
+    s: &Snapshot,
+    demands: &[Demand],
+    plan: &Plan,
+    slack: f64,
+) -> Vec<(usize, HardwareKind, f64)> {
+    if plan.score.unserved_qps <= 0.0 {
+        return Vec::new();
+    }
+    let peak = |v: usize| s.variants().get(v).map_or(0.0, |v| v.peak_qps());
+    let inst_variant = |i: usize| s.instances().get(i).map(|i| i.variant);
+    let mut out = Vec::new();
+    for (di, d) in demands.iter().enumerate() {
+        let variants = s.model_variants(&d.tenant, &d.model);
+        let mut capacity: f64 = variants
+            .iter()
+            .map(|&v| {
+                s.variant_instances(v)
+                    .iter()
+                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
+                    .count() as f64
+                    * peak(v)
+            })
+            .sum();
+        for a in &plan.actions {
+            let (add, remove) = match a.kind {
+                ActionKind::Replicate { variant, .. } => (Some(variant), None),
+                ActionKind::Upgrade { from, to, .. } | ActionKind::Downgrade { from, to, .. } => {
+                    (Some(to), inst_variant(from))
+                }
+                ActionKind::RemoveReplica { instance } => (None, inst_variant(instance)),
+                _ => (None, None),
+            };
+            if let Some(v) = add.filter(|v| variants.contains(v)) {
+                capacity += peak(v);
+            }
+            if let Some(v) = remove.filter(|v| variants.contains(v)) {
+                capacity -= peak(v);
+            }
+        }
+        let missing = slack * d.load_qps - capacity;
+        if missing > 0.0 {
+            let hardware = variants
+                .first()
+                .map_or(HardwareKind::Cpu, |&v| s.variants()[v].hardware);
+            out.push((di, hardware, missing));
+        }
+    }
+    out
+}
