@@ -241,7 +241,8 @@ async fn zoo_registers_under_one_app(b: &Backends) {
     let started = std::time::Instant::now();
     for (name, _, _) in ZOO {
         let m = p.register_ok(&t, &Registration::zoo(name, APP)).await;
-        assert_eq!(m["status"], "pending");
+        // The profiling worker may take it up before the answer is written.
+        assert!(m["status"] == "pending" || m["status"] == "profiling", "{m}");
         assert_eq!(m["app"], APP);
         assert!(m["signature"]["inputs"].is_array(), "{m}");
     }
