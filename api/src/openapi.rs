@@ -44,6 +44,12 @@ use crate::routes;
         routes::jobs::put_file,
         routes::jobs::get_file,
         routes::jobs::list_files,
+        routes::whatif::recorded,
+        routes::whatif::start,
+        routes::whatif::list,
+        routes::whatif::show,
+        routes::whatif::plot,
+        routes::whatif::delete,
     ),
     components(schemas(crate::error::ErrorBody)),
     modifiers(&BearerAuth, &StandardResponses),
@@ -57,6 +63,7 @@ use crate::routes;
         (name = "cluster", description = "Workers and their instances"),
         (name = "jobs", description = "Offline (batch) jobs on spare capacity"),
         (name = "files", description = "The tenant's file area: job inputs and outputs"),
+        (name = "whatif", description = "What-if planning: SIMULATED runs of a trace (recorded traffic, a CSV trace or a generator) on the tenant's applications under the simulator's policies, and the recorded traffic as a trace"),
     )
 )]
 pub struct ApiDoc;

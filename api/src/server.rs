@@ -66,6 +66,18 @@ pub fn router(state: AppState) -> Router {
         .route("/jobs/{id}/cancel", post(routes::jobs::cancel))
         .route("/jobs/{id}/results", get(routes::jobs::results))
         .route("/files", get(routes::jobs::list_files))
+        .route("/traces/recorded", get(routes::whatif::recorded))
+        .route(
+            "/whatif",
+            get(routes::whatif::list)
+                .post(routes::whatif::start)
+                .layer(DefaultBodyLimit::max(whatif_body_limit(&state.config))),
+        )
+        .route(
+            "/whatif/{id}",
+            get(routes::whatif::show).delete(routes::whatif::delete),
+        )
+        .route("/whatif/{id}/plot.svg", get(routes::whatif::plot))
         .route(
             "/files/{*path}",
             get(routes::jobs::get_file)
@@ -130,6 +142,19 @@ fn upload_body_limit(config: &Config) -> usize {
             .saturating_add(1 << 20),
     )
     .unwrap_or(usize::MAX)
+}
+
+/// A what-if request may carry a CSV trace of up to `whatif.max_csv_bytes`, escaped in JSON
+/// (each line break takes two bytes).
+fn whatif_body_limit(config: &Config) -> usize {
+    let csv = config
+        .whatif
+        .max_csv_bytes
+        .saturating_mul(2)
+        .saturating_add(64 << 10);
+    usize::try_from(csv)
+        .unwrap_or(usize::MAX)
+        .max(config.max_body_bytes)
 }
 
 async fn not_found(uri: axum::http::Uri) -> ApiError {

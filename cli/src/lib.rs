@@ -1,15 +1,17 @@
-//! `infaas` commands that talk to a running server: login, models, apps, infer, jobs.
+//! `infaas` commands that talk to a running server: login, models, apps, infer, jobs, traces.
 
 mod http;
 pub mod infer;
 pub mod jobs;
 pub mod loadgen;
 mod models;
+pub mod traces;
 
 use clap::{Args, Subcommand};
 
 pub use http::Client;
 pub use jobs::JobsCommand;
+pub use traces::TracesCommand;
 
 /// Where the server is and how to authenticate; flags win over the environment, which
 /// wins over the file written by `infaas login`.
@@ -210,4 +212,9 @@ pub async fn run_infer(opts: &ClientOpts, args: infer::InferArgs) -> anyhow::Res
 pub async fn run_jobs(opts: &ClientOpts, cmd: JobsCommand) -> anyhow::Result<()> {
     let client = connect(opts).await?;
     jobs::run(&client, opts.json, cmd).await
+}
+
+pub async fn run_traces(opts: &ClientOpts, cmd: TracesCommand) -> anyhow::Result<()> {
+    let client = connect(opts).await?;
+    traces::run(&client, cmd).await
 }

@@ -110,6 +110,56 @@ pub struct Config {
     pub kubernetes_max_workers: u32,
     /// Autoscaling loops and worker provider (see README "Autoscaling").
     pub autoscale: AutoscaleConfig,
+    /// How long the query path keeps each application's recorded arrivals (per second), in
+    /// minutes: what `GET /v1/traces/recorded` and what-if runs can replay.
+    pub traffic_horizon_minutes: u64,
+    /// Limits of what-if runs (`[whatif]`, README "What-if planning").
+    pub whatif: WhatIfConfig,
+}
+
+/// Limits of what-if runs (`[whatif]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WhatIfConfig {
+    /// Most queries in a run's trace.
+    pub max_queries: u64,
+    /// Largest uploaded CSV trace, in bytes.
+    pub max_csv_bytes: u64,
+    /// Longest trace (time of its last arrival), in seconds.
+    pub max_duration_s: u64,
+    /// Runs a tenant may have queued or running at once; one more is refused with 429.
+    pub max_unfinished_per_tenant: usize,
+    /// Runs simulated at once on this controller (the others wait, queued); each holds one
+    /// core while it runs.
+    pub max_parallel_runs: usize,
+}
+
+impl Default for WhatIfConfig {
+    fn default() -> Self {
+        WhatIfConfig {
+            max_queries: 250_000,
+            max_csv_bytes: 8 * 1024 * 1024,
+            max_duration_s: 7200,
+            max_unfinished_per_tenant: 1,
+            max_parallel_runs: 1,
+        }
+    }
+}
+
+impl WhatIfConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_queries == 0
+            || self.max_csv_bytes == 0
+            || self.max_duration_s == 0
+            || self.max_unfinished_per_tenant == 0
+            || self.max_parallel_runs == 0
+        {
+            return Err(ConfigError::Invalid(
+                "whatif: max_queries, max_csv_bytes, max_duration_s, max_unfinished_per_tenant and max_parallel_runs must be at least 1".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// How the controller starts and stops workers.
@@ -314,6 +364,8 @@ impl Default for Config {
             kubernetes_worker_selector: "app.kubernetes.io/name=infaas-worker".into(),
             kubernetes_max_workers: 8,
             autoscale: AutoscaleConfig::default(),
+            traffic_horizon_minutes: 60,
+            whatif: WhatIfConfig::default(),
         }
     }
 }
@@ -418,6 +470,8 @@ pub struct Overrides {
     /// `autoscale.idle_cooldown_secs`.
     #[arg(long, env = "INFAAS_WORKER_COOLDOWN_SECS", global = true)]
     pub worker_cooldown_secs: Option<f64>,
+    #[arg(long, env = "INFAAS_TRAFFIC_HORIZON_MINUTES", global = true)]
+    pub traffic_horizon_minutes: Option<u64>,
 }
 
 /// Why the configuration could not be loaded.
@@ -479,7 +533,8 @@ impl Config {
             job_webhook_allow_private,
             kubernetes_worker_deployment,
             kubernetes_worker_selector,
-            kubernetes_max_workers
+            kubernetes_max_workers,
+            traffic_horizon_minutes
         );
         set_opt!(
             database_url,
@@ -595,6 +650,12 @@ impl Config {
         {
             return Err(ConfigError::Invalid("worker_name must not be empty".into()));
         }
+        if !(1..=10_080).contains(&self.traffic_horizon_minutes) {
+            return Err(ConfigError::Invalid(
+                "traffic_horizon_minutes must be from 1 to 10080 (a week)".into(),
+            ));
+        }
+        self.whatif.validate()?;
         self.autoscale.validate()
     }
 
@@ -804,6 +865,37 @@ mod tests {
         std::fs::write(&file, "[autoscale]\nslak = 2.0\n").unwrap();
         let err = Config::from_file(&file).unwrap_err().to_string();
         assert!(err.contains("slak"), "{err}");
+    }
+
+    #[test]
+    fn whatif_limits_and_the_traffic_horizon_layer_and_are_checked() {
+        let c = Config::load(&Overrides::default()).unwrap();
+        assert_eq!(c.traffic_horizon_minutes, 60);
+        assert_eq!(c.whatif, WhatIfConfig::default());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(
+            &file,
+            "traffic_horizon_minutes = 30\n[whatif]\nmax_queries = 1000\nmax_parallel_runs = 2\n",
+        )
+        .unwrap();
+        let path = file.to_str().unwrap();
+        let t =
+            T::try_parse_from(["t", "--config", path, "--traffic-horizon-minutes", "90"]).unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.traffic_horizon_minutes, 90);
+        assert_eq!(
+            (c.whatif.max_queries, c.whatif.max_parallel_runs),
+            (1000, 2)
+        );
+        assert_eq!(c.whatif.max_unfinished_per_tenant, 1);
+        let t = T::try_parse_from(["t", "--traffic-horizon-minutes", "0"]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("traffic_horizon_minutes"), "{err}");
+        std::fs::write(&file, "[whatif]\nmax_parallel_runs = 0\n").unwrap();
+        let t = T::try_parse_from(["t", "--config", path]).unwrap();
+        let err = Config::load(&t.o).unwrap_err().to_string();
+        assert!(err.contains("whatif: "), "{err}");
     }
 
     #[test]

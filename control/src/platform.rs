@@ -1,5 +1,6 @@
 //! The control plane as one value: configuration, stores, tenancy, the cluster view, the
-//! registry's queue, usage. Its loops are started by [`crate::loops`].
+//! registry's queue, usage, recorded traffic and what-if runs. Its loops are started by
+//! [`crate::loops`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +13,9 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::registry::Registry;
 use crate::tenancy::{KeyCache, RateLimiter, TokenIssuer};
+use crate::traffic::TrafficRecorder;
 use crate::usage::UsageRecorder;
+use crate::whatif::WhatIfRuns;
 
 const JWT_SECRET_SETTING: &str = "jwt_hs256_secret";
 const CLUSTER_TOKEN_SETTING: &str = "cluster_token";
@@ -34,6 +37,10 @@ pub struct Parts {
     pub registry: Registry,
     pub cluster: Arc<Cluster>,
     pub usage: Arc<UsageRecorder>,
+    /// Arrivals of online queries per tenant, application and second (recorded traffic).
+    pub traffic: Arc<TrafficRecorder>,
+    /// What-if runs under way on this controller.
+    pub whatif: Arc<WhatIfRuns>,
     /// Shared secret of worker <-> controller traffic.
     pub cluster_token: String,
     /// The ONNX Runtime library in use, or why it could not be loaded.
@@ -99,6 +106,7 @@ impl ControlPlane {
             }
         }
         let cluster_token = cluster_token(&config, &db).await?;
+        crate::whatif::fail_interrupted(&db).await;
         let node = Arc::new(infaas_worker::WorkerNode::new(
             crate::cluster::node_config(
                 &config,
@@ -116,6 +124,8 @@ impl ControlPlane {
         Ok(ControlPlane::new(Parts {
             cluster,
             usage: Arc::new(UsageRecorder::default()),
+            traffic: Arc::new(TrafficRecorder::new(config.traffic_horizon_minutes)),
+            whatif: WhatIfRuns::new(config.whatif.max_parallel_runs),
             cluster_token,
             db,
             objects,

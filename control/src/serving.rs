@@ -1,6 +1,6 @@
 //! The query path shared by `/v1/.../infer` and the v2 protocol: pick a variant and an
 //! instance for the query (scheduler), run it on the worker, retry once elsewhere when the
-//! worker fails, and record usage.
+//! worker fails, and record usage and the arrival (recorded traffic).
 
 use std::time::Instant;
 
@@ -273,6 +273,23 @@ pub fn load_request(s: &Served) -> LoadRequest {
     }
 }
 
+/// Records an accepted query in the tenant's recorded traffic (a query to a model under the
+/// model's application).
+fn record_arrival(state: &ControlPlane, tenant: &str, goal: Goal<'_>, req: &Requirements) {
+    match goal {
+        Goal::App(app) => state
+            .traffic
+            .record(tenant, app, req.latency_ms, req.min_accuracy),
+        Goal::Model(model) => {
+            if let Some(served) = state.cluster.catalog().model(tenant, model) {
+                state
+                    .traffic
+                    .record(tenant, &served.entry.app, req.latency_ms, req.min_accuracy);
+            }
+        }
+    }
+}
+
 /// Serves one query.
 pub async fn serve(
     state: &ControlPlane,
@@ -285,6 +302,7 @@ pub async fn serve(
     let rows = batch_rows(&inputs)?;
     let started = Instant::now();
     let name = resolve(state, tenant, goal, &inputs).await?;
+    record_arrival(state, tenant, goal, &req);
     state.runtime_ready()?;
     let target = match goal {
         Goal::App(_) => Target::App(&name),

@@ -62,6 +62,11 @@ enum Command {
         #[command(subcommand)]
         command: infaas_cli::JobsCommand,
     },
+    /// The tenant's recorded traffic as a CSV trace for `sim --trace` (talks to a server).
+    Traces {
+        #[command(subcommand)]
+        command: infaas_cli::TracesCommand,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -108,6 +113,7 @@ fn main() -> std::process::ExitCode {
             Command::Apps { command } => infaas_cli::run_apps(&cli.client, command).await,
             Command::Infer(args) => infaas_cli::run_infer(&cli.client, args).await,
             Command::Jobs { command } => infaas_cli::run_jobs(&cli.client, command).await,
+            Command::Traces { command } => infaas_cli::run_traces(&cli.client, command).await,
         }
     });
     match result {

@@ -9,9 +9,10 @@ use infaas_scheduler::autoscale::ScalingConfig;
 use infaas_sim::catalogue::{read_proteus, Accelerator};
 use infaas_sim::generate::Generator;
 use infaas_sim::policy::{by_name, NAMES};
-use infaas_sim::report::{series_csv, Point, PolicyReport};
+use infaas_sim::report::{series_csv, PolicyReport};
 use infaas_sim::trace::Trace;
 use infaas_sim::{simulate, variants_for, Cluster};
+use infaas_web::whatif::{plot_svg, PolicyLines};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -185,50 +186,16 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
 }
 
 /// Cost, SLO attainment and accuracy over time, one line per policy, as one standalone SVG
-/// document (the dashboard's chart drawing and stylesheet).
+/// document (drawn by the dashboard's what-if plot).
 fn plot(reports: &[PolicyReport]) -> String {
-    use infaas_web::chart::{LineChart, Series, XAxis, HEIGHT, WIDTH};
-    const CLASSES: [&str; 4] = ["s1", "s2", "s3", "slo"];
-    let seconds = reports.iter().map(|r| r.series.len()).max().unwrap_or(0);
-    let chart = |title: &str, unit: &str, value: fn(&Point) -> Option<f64>| {
-        LineChart {
-            title: title.into(),
-            unit: unit.into(),
-            minutes: (0..seconds as i64).map(|s| s * 1000).collect(),
-            x_axis: XAxis::Elapsed,
-            series: reports
-                .iter()
-                .enumerate()
-                .map(|(i, r)| Series {
-                    label: r.policy.clone(),
-                    class: CLASSES[i % CLASSES.len()],
-                    values: (0..seconds)
-                        .map(|s| r.series.get(s).and_then(value))
-                        .collect(),
-                })
-                .collect(),
-        }
-        .to_svg()
-    };
-    let charts = [
-        chart("SIMULATED cost per second", "$/s", |p| Some(p.cost_per_s)),
-        chart("SIMULATED SLO attainment", "fraction", |p| p.slo_attainment),
-        chart("SIMULATED accuracy served", "accuracy", |p| p.mean_accuracy),
-    ];
-    let gap = 10.0;
-    let total = charts.len() as f64 * (HEIGHT + gap);
-    let mut svg = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{total}" viewBox="0 0 {WIDTH} {total}"><style>{}</style>"#,
-        infaas_web::DASHBOARD_CSS
-    );
-    for (i, c) in charts.iter().enumerate() {
-        let y = i as f64 * (HEIGHT + gap);
-        svg.push_str(&c.replacen(
-            "<svg ",
-            &format!(r#"<svg x="0" y="{y}" width="{WIDTH}" height="{HEIGHT}" "#),
-            1,
-        ));
-    }
-    svg.push_str("</svg>\n");
-    svg
+    let lines: Vec<PolicyLines> = reports
+        .iter()
+        .map(|r| PolicyLines {
+            policy: r.policy.clone(),
+            cost_per_s: r.series.iter().map(|p| p.cost_per_s).collect(),
+            slo_attainment: r.series.iter().map(|p| p.slo_attainment).collect(),
+            mean_accuracy: r.series.iter().map(|p| p.mean_accuracy).collect(),
+        })
+        .collect();
+    plot_svg(&lines)
 }

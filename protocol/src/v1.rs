@@ -8,6 +8,9 @@ use utoipa::ToSchema;
 
 use crate::WireData;
 
+mod whatif;
+pub use whatif::*;
+
 /// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TensorJson {

@@ -977,7 +977,7 @@ impl<'t> Engine<'t> {
                     let q = arrivals[next];
                     next += 1;
                     self.arrive(&q, policy);
-                    if next % 65_536 == 0 {
+                    if next % 8_192 == 0 {
                         progress(next, total);
                     }
                 }

@@ -111,13 +111,24 @@ impl Trace {
             path: path.to_path_buf(),
             source,
         })?;
+        Trace::from_csv_reader(std::io::BufReader::new(file), path)
+    }
+
+    /// Parses a trace in the documented CSV format held in memory (an upload, say); errors
+    /// name `source` in place of a path, and the line.
+    pub fn parse_csv(text: &str, source: &str) -> Result<Trace, TraceError> {
+        Trace::from_csv_reader(text.as_bytes(), Path::new(source))
+    }
+
+    /// Reads a trace in the documented CSV format from `reader`; errors name `path`.
+    pub fn from_csv_reader(reader: impl BufRead, path: &Path) -> Result<Trace, TraceError> {
         let mut trace = Trace::default();
         let bad = |line: usize, message: String| TraceError::Line {
             path: path.to_path_buf(),
             line,
             message,
         };
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        for (i, line) in reader.lines().enumerate() {
             let line = line.map_err(|source| TraceError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -330,6 +341,22 @@ mod tests {
                 .to_string();
             assert!(e.contains(says), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn csv_text_parses_like_a_file_and_errors_name_the_source() {
+        let t = Trace::parse_csv(
+            "time_ms,app,slo_ms,min_accuracy\r\n5,a,100,\r\n1,b,,0.5\r\n",
+            "the upload",
+        )
+        .unwrap();
+        assert_eq!(t.apps, ["a", "b"]);
+        assert_eq!(t.arrivals[0].at_ms, 1.0);
+        assert_eq!(t.arrivals[1].slo_ms, Some(100.0));
+        let e = Trace::parse_csv("time_ms,app,slo_ms,min_accuracy\n1,a,x,\n", "the upload")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "the upload, line 2: slo_ms 'x' is not a number");
     }
 
     #[test]

@@ -26,6 +26,7 @@ on_both_pairs!(
     job_chunks_count_once,
     usage_keeps_the_slo_range,
     scaling_events_by_app,
+    whatif_runs_keep_their_state,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -723,4 +724,92 @@ async fn scaling_events_by_app(b: &Backends) {
     let all = db.scaling_events(&acme.id, 10).await.unwrap();
     assert_eq!(all.len(), 2);
     assert!(all.iter().all(|e| e.app.as_deref() == Some("digits")));
+}
+
+async fn whatif_runs_keep_their_state(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    let beta = db.create_tenant("beta", Quotas::default()).await.unwrap();
+    let first = db
+        .create_whatif_run(&acme.id, r#"{"r":1}"#, "[]")
+        .await
+        .unwrap();
+    assert_eq!(first.status, "queued");
+    assert_eq!((first.started_at, first.finished_at), (None, None));
+    let second = db
+        .create_whatif_run(&acme.id, r#"{"r":2}"#, "[]")
+        .await
+        .unwrap();
+    db.create_whatif_run(&beta.id, r#"{"r":3}"#, "[]")
+        .await
+        .unwrap();
+    assert_eq!(db.unfinished_whatif_runs(&acme.id).await.unwrap(), 2);
+
+    // Queued, running with progress, succeeded with a result that only `get` reads back.
+    assert!(db.start_whatif_run(&first.id).await.unwrap());
+    assert!(!db.start_whatif_run(&first.id).await.unwrap(), "once");
+    assert!(db.set_whatif_progress(&first.id, "[1]").await.unwrap());
+    assert!(db
+        .finish_whatif_run(&first.id, "succeeded", "[2]", None, Some(r#"{"x":1}"#))
+        .await
+        .unwrap());
+    assert!(
+        !db.set_whatif_progress(&first.id, "[3]").await.unwrap(),
+        "a final run does not change"
+    );
+    assert!(!db
+        .finish_whatif_run(&first.id, "failed", "[3]", Some("late"), None)
+        .await
+        .unwrap());
+    let got = db.get_whatif_run(&acme.id, &first.id, true).await.unwrap();
+    assert_eq!(got.status, "succeeded");
+    assert_eq!(got.progress, "[2]");
+    assert_eq!(got.result.as_deref(), Some(r#"{"x":1}"#));
+    assert_eq!(got.error, None);
+    assert!(got.started_at.is_some() && got.finished_at.is_some());
+    assert_eq!(
+        db.get_whatif_run(&acme.id, &first.id, false)
+            .await
+            .unwrap()
+            .result,
+        None
+    );
+    assert_eq!(db.unfinished_whatif_runs(&acme.id).await.unwrap(), 1);
+
+    // Listed newest first, per tenant, without results; another tenant's id is not found.
+    let list = db.list_whatif_runs(&acme.id, 10).await.unwrap();
+    let ids: Vec<&str> = list.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(list.iter().all(|r| r.result.is_none()));
+    assert_eq!(db.list_whatif_runs(&acme.id, 1).await.unwrap().len(), 1);
+    assert!(matches!(
+        db.get_whatif_run(&beta.id, &first.id, true).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        db.delete_whatif_run(&beta.id, &first.id).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    // At start, every unfinished run (all tenants) is failed with the reason.
+    assert_eq!(
+        db.fail_unfinished_whatif_runs("interrupted").await.unwrap(),
+        2
+    );
+    let failed = db
+        .get_whatif_run(&acme.id, &second.id, false)
+        .await
+        .unwrap();
+    assert_eq!(failed.status, "failed");
+    assert_eq!(failed.error.as_deref(), Some("interrupted"));
+    assert!(failed.finished_at.is_some());
+    assert_eq!(db.unfinished_whatif_runs(&beta.id).await.unwrap(), 0);
+    assert!(!db.start_whatif_run(&second.id).await.unwrap());
+
+    db.delete_whatif_run(&acme.id, &first.id).await.unwrap();
+    assert!(matches!(
+        db.get_whatif_run(&acme.id, &first.id, true).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(db.list_whatif_runs(&acme.id, 10).await.unwrap().len(), 1);
 }

@@ -58,6 +58,19 @@ pub fn zoo_arrays(file: &str) -> Vec<Tensor> {
         .unwrap_or_else(|e| panic!("reading zoo/{file}: {e}"))
 }
 
+/// Row `i` of the digits validation set as a JSON tensor named `name` (a query's input).
+pub fn digit_row(name: &str, i: usize) -> Value {
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .expect("array x in zoo/digits-val.npz");
+    let row = x.slice_batch(i, i + 1);
+    let data: Vec<f64> = (0..row.data.len())
+        .filter_map(|k| row.data.get_f64(k))
+        .collect();
+    serde_json::json!({"name": name, "shape": [1, 64], "datatype": "FP32", "data": data})
+}
+
 pub fn npz(arrays: &[Tensor]) -> Vec<u8> {
     infaas_protocol::npz::write_npz(arrays).expect("writing an NPZ file")
 }

@@ -10,3 +10,4 @@ pub mod jobs;
 pub mod models;
 pub mod scaling;
 pub mod v2;
+pub mod whatif;

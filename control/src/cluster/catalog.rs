@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use infaas_core::Tensor;
+use infaas_scheduler::VariantEntry;
 use infaas_store::CatalogEntry;
 
 use super::schema::{self, InputSpec};
@@ -17,6 +18,27 @@ pub struct Served {
     pub inputs: Vec<InputSpec>,
     /// [`schema::model_key`] of `inputs`.
     pub schema_key: String,
+}
+
+impl Served {
+    /// The selector's entry of this variant, listed under `app` (the selection index keys
+    /// an application by its input schema too; the simulator by its name).
+    pub fn selector_entry(&self, app: String) -> VariantEntry {
+        let v = &self.entry.variant;
+        VariantEntry {
+            id: v.id.clone(),
+            name: v.name.clone(),
+            model: self.entry.model.clone(),
+            app,
+            accuracy: v.accuracy.unwrap_or(0.0),
+            hardware: v.hardware,
+            threads: v.threads,
+            max_batch: v.max_batch,
+            load_ms: v.load_ms.unwrap_or(0.0),
+            memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
+            latency: v.latency.clone(),
+        }
+    }
 }
 
 /// One input schema that some served model of an application takes.

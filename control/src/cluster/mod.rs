@@ -14,7 +14,7 @@ use infaas_core::HardwareKind;
 use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
     next_state, offline::OnlineLoad, peak_qps, InFlight, InstanceEntry, InstanceFigures,
-    InstanceState, Prices, Snapshot, Thresholds, VariantEntry, WorkerEntry,
+    InstanceState, Prices, Snapshot, Thresholds, WorkerEntry,
 };
 use infaas_store::Db;
 use infaas_worker::{
@@ -570,22 +570,9 @@ impl Cluster {
         let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
         served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
         for s in served {
-            let v = &s.entry.variant;
-            let entry = VariantEntry {
-                id: v.id.clone(),
-                name: v.name.clone(),
-                model: s.entry.model.clone(),
-                app: schema::app_key(&s.entry.app, &s.schema_key),
-                accuracy: v.accuracy.unwrap_or(0.0),
-                hardware: v.hardware,
-                threads: v.threads,
-                max_batch: v.max_batch,
-                load_ms: v.load_ms.unwrap_or(0.0),
-                memory_bytes: v.memory_bytes.unwrap_or(0).max(0) as u64,
-                latency: v.latency.clone(),
-            };
+            let entry = s.selector_entry(schema::app_key(&s.entry.app, &s.schema_key));
             if let Err(e) = b.add_variant(&s.entry.tenant_id, entry) {
-                tracing::debug!(variant = %v.name, error = %e, "variant left out of the index");
+                tracing::debug!(variant = %s.entry.variant.name, error = %e, "variant left out of the index");
             }
         }
         let mut worker_idx = HashMap::new();

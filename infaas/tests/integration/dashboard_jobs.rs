@@ -22,7 +22,7 @@ const APP: &str = "digits";
 const MODEL: &str = "digits-logreg";
 
 /// The `value` of the hidden field `name` in a page.
-fn hidden(html: &str, name: &str) -> String {
+pub(crate) fn hidden(html: &str, name: &str) -> String {
     let marker = format!(r#"name="{name}" value=""#);
     let start = html
         .find(&marker)
@@ -42,15 +42,15 @@ fn cookie(resp: &reqwest::Response, name: &str) -> String {
 }
 
 /// A signed-in browser: session cookie and anti-forgery token.
-struct Browser {
+pub(crate) struct Browser {
     http: reqwest::Client,
     base: String,
     cookie: String,
-    csrf: String,
+    pub(crate) csrf: String,
 }
 
 impl Browser {
-    async fn sign_in(base: &str, key: &str) -> Browser {
+    pub(crate) async fn sign_in(base: &str, key: &str) -> Browser {
         let http = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
@@ -79,7 +79,7 @@ impl Browser {
         b
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, String) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, String) {
         let resp = self
             .http
             .get(format!("{}{path}", self.base))
@@ -91,8 +91,28 @@ impl Browser {
     }
 
     async fn post(&self, form: Form) -> reqwest::Response {
+        self.post_to("/ui/jobs", form).await
+    }
+
+    /// Posts a URL-encoded form to `path`.
+    pub(crate) async fn post_fields(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
         self.http
-            .post(format!("{}/ui/jobs", self.base))
+            .post(format!("{}{path}", self.base))
+            .header(COOKIE, &self.cookie)
+            .form(fields)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Posts a multipart form to `path`.
+    pub(crate) async fn post_to(&self, path: &str, form: Form) -> reqwest::Response {
+        self.http
+            .post(format!("{}{path}", self.base))
             .header(COOKIE, &self.cookie)
             .multipart(form)
             .send()
@@ -117,7 +137,7 @@ fn job_form(csrf: Option<&str>, app: &str, model: &str, min_accuracy: &str) -> F
         .text("output_path", "")
 }
 
-fn unescape(html: &str) -> String {
+pub(crate) fn unescape(html: &str) -> String {
     html.replace("&#39;", "'").replace("&#x27;", "'")
 }
 

@@ -20,7 +20,8 @@ use infaas_core::{Tensor, TensorData};
 use registry_common::backends::{on_both_pairs, Backends};
 use registry_common::workers::spawn_worker;
 use registry_common::{
-    fast_config, npz, open_quotas, ort_library, zoo_arrays, Answer, Platform, Registration, Tenant,
+    digit_row, fast_config, npz, open_quotas, ort_library, zoo_arrays, Answer, Platform,
+    Registration, Tenant,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -56,15 +57,6 @@ fn repeated_npz(times: usize) -> (Vec<u8>, usize) {
         .collect();
     let t = Tensor::new("x", vec![rows, 64], TensorData::Fp32(all)).unwrap();
     (npz(&[t]), rows)
-}
-
-fn digit_row(i: usize) -> Value {
-    let x = digits_x();
-    let row = x.slice_batch(i, i + 1);
-    let data: Vec<f64> = (0..row.data.len())
-        .map(|k| row.data.get_f64(k).unwrap())
-        .collect();
-    json!({"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data})
 }
 
 async fn ready_platform(cfg: infaas_control::config::Config) -> (Platform, Tenant) {
@@ -210,7 +202,7 @@ async fn online_queries(
             &p,
             &t,
             &format!("/v1/apps/{APP}/infer"),
-            json!({"inputs": [digit_row(i % 540)], "latency_ms": slo_ms}),
+            json!({"inputs": [digit_row("input", i % 540)], "latency_ms": slo_ms}),
         )
         .await;
         assert_eq!(a.status, StatusCode::OK, "online query: {}", a.text);
@@ -290,7 +282,7 @@ async fn job_beside_online_queries() {
             &p,
             &t,
             &format!("/v1/models/{MODEL}/infer"),
-            json!({"inputs": [digit_row(item % 540)]}),
+            json!({"inputs": [digit_row("input", item % 540)]}),
         )
         .await;
         let online_label = online.body["outputs"]

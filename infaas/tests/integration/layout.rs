@@ -64,7 +64,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
         ),
         (
             "infaas-web",
-            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors"]]),
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors", "infaas-sim"]]),
             "pages are templates over view structs",
         ),
         (
@@ -115,7 +115,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
                 STORAGE,
                 RUNTIME,
                 BINARY,
-                &["infaas-cli", "infaas-scheduler", "infaas-provision", "infaas-onnx"],
+                &["infaas-cli", "infaas-scheduler", "infaas-sim", "infaas-provision", "infaas-onnx"],
             ]),
             "the HTTP edge turns requests into control-plane calls; it holds no policy or driver",
         ),
@@ -215,4 +215,6 @@ fn the_metadata_is_read() {
     assert!(deps["infaas-scheduler"].contains(&"good_lp".to_string()));
     assert!(deps["infaas-api"].contains(&"axum".to_string()));
     assert!(deps["infaas"].contains(&"infaas-control".to_string()));
+    // What-if runs: the control plane calls the simulator, never the other way round.
+    assert!(deps["infaas-control"].contains(&"infaas-sim".to_string()));
 }

@@ -24,3 +24,4 @@ mod sdk_clients;
 mod serving;
 mod sim_cli;
 mod simulated_gpu;
+mod whatif;

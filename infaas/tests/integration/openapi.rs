@@ -162,4 +162,29 @@ fn request_limits_are_in_the_schemas() {
         .expect("limit");
     assert_eq!(limit["schema"]["minimum"], 1);
     assert_eq!(limit["schema"]["maximum"], 1000);
+    // What-if runs: the policies are the simulator's, at most each once.
+    let whatif = &schemas["WhatIfRequest"]["properties"];
+    assert_eq!(
+        schemas["WhatIfPolicyName"]["enum"],
+        serde_json::json!(infaas_sim::policy::NAMES)
+    );
+    assert_eq!(whatif["policies"]["minItems"], 1);
+    assert_eq!(
+        whatif["policies"]["maxItems"],
+        infaas_sim::policy::NAMES.len()
+    );
+    assert_eq!(whatif["cpu_workers"]["maximum"], 256);
+    let recorded = &doc["paths"]["/v1/traces/recorded"]["get"]["parameters"];
+    let minutes = recorded
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "minutes"))
+        .expect("minutes");
+    assert_eq!(minutes["schema"]["maximum"], 10080);
+    let start = &doc["paths"]["/v1/whatif"]["post"]["responses"];
+    for status in ["202", "400", "413", "422", "429"] {
+        assert!(
+            start[status].is_object(),
+            "POST /v1/whatif documents {status}"
+        );
+    }
 }

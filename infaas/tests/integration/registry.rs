@@ -242,7 +242,10 @@ async fn zoo_registers_under_one_app(b: &Backends) {
     for (name, _, _) in ZOO {
         let m = p.register_ok(&t, &Registration::zoo(name, APP)).await;
         // The profiling worker may take it up before the answer is written.
-        assert!(m["status"] == "pending" || m["status"] == "profiling", "{m}");
+        assert!(
+            m["status"] == "pending" || m["status"] == "profiling",
+            "{m}"
+        );
         assert_eq!(m["app"], APP);
         assert!(m["signature"]["inputs"].is_array(), "{m}");
     }

@@ -17,26 +17,14 @@ use std::time::{Duration, Instant};
 use registry_common::backends::Backends;
 use registry_common::workers::spawn_worker;
 use registry_common::{
-    fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant, ZOO,
+    digit_row, fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration, Tenant,
+    ZOO,
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 const APP: &str = "digits";
 const READY: Duration = Duration::from_secs(180);
-
-/// Row `i` of the digits validation set as a JSON tensor named `name`.
-fn digit_row(name: &str, i: usize) -> Value {
-    let x = zoo_arrays("digits-val.npz")
-        .into_iter()
-        .find(|t| t.name == "x")
-        .unwrap();
-    let row = x.slice_batch(i, i + 1);
-    let data: Vec<f64> = (0..row.data.len())
-        .map(|k| row.data.get_f64(k).unwrap())
-        .collect();
-    json!({"name": name, "shape": [1, 64], "datatype": "FP32", "data": data})
-}
 
 async fn post(p: &Platform, t: &Tenant, path: &str, body: Value) -> (StatusCode, Value) {
     let resp = p

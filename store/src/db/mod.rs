@@ -8,6 +8,7 @@ mod reports;
 mod settings;
 mod tenants;
 mod usage;
+pub mod whatif;
 
 use std::str::FromStr;
 
@@ -21,6 +22,7 @@ pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
 pub use reports::{JobSummary, NewScalingEvent, ScalingEventRow};
 pub use usage::{merge_slo, UsageRow};
+pub use whatif::WhatIfRun;
 
 /// One source for both dialects: the schema is written in the SQL they share
 /// (`migrations/README.md`).

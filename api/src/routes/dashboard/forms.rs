@@ -85,7 +85,7 @@ fn result_view(o: &Outcome) -> TryResult {
 }
 
 /// What a failed query shows: the error, and the closest variant when none qualified.
-fn error_text(e: &ApiError) -> String {
+pub(super) fn error_text(e: &ApiError) -> String {
     match e {
         ApiError::Unsatisfiable {
             message,
@@ -170,7 +170,7 @@ async fn check_first_field(
 
 /// The multipart body of a form whose anti-forgery token checks out; a refused one is
 /// drained first.
-async fn checked_multipart(
+pub(super) async fn checked_multipart(
     state: &AppState,
     session: &Session,
     multipart: Result<Multipart, MultipartRejection>,

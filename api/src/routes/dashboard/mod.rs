@@ -7,6 +7,7 @@ mod forms;
 mod pages;
 mod report;
 pub mod session;
+mod whatif;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -51,6 +52,14 @@ pub fn routes(upload_limit: usize) -> Router<AppState> {
                 .post(forms::submit_job)
                 .layer(DefaultBodyLimit::max(upload_limit)),
         )
+        .route(
+            "/whatif",
+            get(whatif::runs)
+                .post(whatif::start)
+                .layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .route("/whatif/{id}", get(whatif::run))
+        .route("/whatif/{id}/delete", post(whatif::delete))
         .layer(axum::middleware::map_response(security_headers))
 }
 

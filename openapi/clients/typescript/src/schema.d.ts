@@ -384,6 +384,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/traces/recorded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's recorded traffic as a trace in the simulator's CSV format
+         *     (`time_ms,app,slo_ms,min_accuracy`): per second, the queries that arrived, spread evenly
+         *     inside the second, with the second's strictest SLO and highest minimum accuracy; times
+         *     from the first second exported. A header only when nothing was recorded.
+         */
+        get: operations["recorded_trace"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/whatif": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's what-if runs, newest first (the last 100), without results. */
+        get: operations["list_whatif"];
+        put?: never;
+        /**
+         * Starts a SIMULATED what-if run: the trace (recorded traffic, a CSV trace or a
+         *     generator) replayed on the tenant's applications, with the profiles the platform
+         *     measured for their variants, under each policy. Limits: `whatif.max_csv_bytes` (8 MiB)
+         *     of CSV, `whatif.max_queries` (250,000) queries, `whatif.max_duration_s` (7,200 s) of
+         *     trace, 1 to 4 distinct policies, `whatif.max_unfinished_per_tenant` (1) run queued or
+         *     running per tenant.
+         */
+        post: operations["start_whatif"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/whatif/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A what-if run: status, progress per policy, and once it has succeeded every policy's
+         *     SIMULATED totals, per-application totals and per-second series.
+         */
+        get: operations["show_whatif"];
+        put?: never;
+        post?: never;
+        /** Deletes a run; one under way stops after the policy it is simulating. */
+        delete: operations["delete_whatif"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/whatif/{id}/plot.svg": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A succeeded run's SIMULATED cost per second, SLO attainment and accuracy over time, one
+         *     line per policy, as an SVG document (what `infaas sim --plot` draws).
+         */
+        get: operations["plot_whatif"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workers": {
         parameters: {
             query?: never;
@@ -712,6 +800,16 @@ export interface components {
             /** @description `ready` or `not_ready`. */
             status: string;
         };
+        /** @description The tenant's recorded traffic over the last `minutes`. */
+        RecordedTrace: {
+            /** @description One application (default: every application of the tenant). */
+            app?: string | null;
+            /**
+             * Format: int32
+             * @description How far back, in minutes (the platform keeps `traffic_horizon_minutes`, default 60).
+             */
+            minutes: number;
+        };
         /** @description Multipart form of a registration (documentation only). */
         RegisterForm: {
             /** @description Application (created when new); the same rule as `name`. */
@@ -793,6 +891,24 @@ export interface components {
             /** @description Always `Bearer`. */
             token_type: string;
         };
+        /** @description Where a run's trace comes from: exactly one of `recorded`, `csv` or `generate`. */
+        TraceSource: {
+            /** @description The tenant's own traffic as the platform recorded it (`GET /v1/traces/recorded`). */
+            recorded: components["schemas"]["RecordedTrace"];
+        } | {
+            /**
+             * @description A trace in the simulator's CSV format: header `time_ms,app,slo_ms,min_accuracy`, one
+             *     query per line. At most `whatif.max_csv_bytes` bytes (default 8 MiB).
+             */
+            csv: string;
+        } | {
+            /**
+             * @description A workload generator, `KIND:key=value,...`, e.g.
+             *     `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
+             *     `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+             */
+            generate: string;
+        };
         UsageMinute: {
             /** Format: double */
             cost: number;
@@ -854,6 +970,196 @@ export interface components {
             status: string;
             /** @description Intra-op threads. */
             threads: number;
+        };
+        /** @description One application's totals under one policy (SIMULATED). */
+        WhatIfAppSummary: {
+            app: string;
+            /** Format: int64 */
+            dropped: number;
+            /** Format: double */
+            mean_accuracy?: number | null;
+            /** Format: double */
+            p99_ms?: number | null;
+            /** Format: int64 */
+            queries: number;
+            /** Format: double */
+            slo_attainment: number;
+        };
+        /** @description The simulated cluster. */
+        WhatIfCluster: {
+            /** Format: int32 */
+            cpu_cores: number;
+            /** Format: int32 */
+            cpu_workers: number;
+            /** Format: int32 */
+            gpu_workers: number;
+            /** Format: double */
+            slack: number;
+            /**
+             * Format: int64
+             * @description The tenant's profiled variants the run could use.
+             */
+            variants: number;
+        };
+        /** @description One simulated second under one policy. */
+        WhatIfPoint: {
+            /** Format: int32 */
+            actions: number;
+            /** Format: int64 */
+            arrivals: number;
+            /** Format: double */
+            cost_per_s: number;
+            /** Format: int32 */
+            cpu_instances: number;
+            /** Format: int64 */
+            dropped: number;
+            /** Format: int32 */
+            gpu_instances: number;
+            /** Format: double */
+            mean_accuracy?: number | null;
+            /** Format: double */
+            p50_ms?: number | null;
+            /** Format: double */
+            p99_ms?: number | null;
+            /** Format: int64 */
+            second: number;
+            /** Format: double */
+            slo_attainment?: number | null;
+        };
+        /**
+         * @description The policies a run may compare (documentation of `policies`).
+         * @enum {string}
+         */
+        WhatIfPolicyName: "static_peak" | "horizontal" | "infaas_greedy" | "infaas_exact";
+        /** @description What one policy did with the trace (SIMULATED). */
+        WhatIfPolicyResult: {
+            apps: components["schemas"]["WhatIfAppSummary"][];
+            policy: string;
+            /** @description Per simulated second. */
+            series: components["schemas"]["WhatIfPoint"][];
+            summary: components["schemas"]["WhatIfSummary"];
+        };
+        /** @description How far a policy's simulation has got. */
+        WhatIfProgress: {
+            /**
+             * Format: int64
+             * @description Queries simulated so far.
+             */
+            done: number;
+            policy: string;
+            /**
+             * Format: int64
+             * @description Queries of the trace.
+             */
+            total: number;
+        };
+        /** @description `POST /v1/whatif`: simulate a trace on the tenant's applications under some policies. */
+        WhatIfRequest: {
+            /**
+             * Format: int32
+             * @description Cores (intra-op threads) a simulated worker offers (default: the largest thread budget
+             *     of the live workers).
+             */
+            cpu_cores?: number | null;
+            /**
+             * Format: int32
+             * @description CPU workers of the simulated cluster (default: the live CPU workers).
+             */
+            cpu_workers?: number | null;
+            /**
+             * Format: int32
+             * @description GPU workers of the simulated cluster (default: the live GPU workers).
+             */
+            gpu_workers?: number | null;
+            /** @description Policies to compare, each at most once, in the order given. */
+            policies: components["schemas"]["WhatIfPolicyName"][];
+            /**
+             * Format: double
+             * @description Headroom the platform's autoscaler keeps in the run (default: the server's
+             *     `autoscale.slack`).
+             */
+            slack?: number | null;
+            trace: components["schemas"]["TraceSource"];
+        };
+        /** @description A what-if run. */
+        WhatIfRun: {
+            cluster: components["schemas"]["WhatIfCluster"];
+            /** Format: int64 */
+            created_at_ms: number;
+            error?: string | null;
+            /** Format: int64 */
+            finished_at_ms?: number | null;
+            id: string;
+            policies: string[];
+            /** @description Per policy, in the order simulated. */
+            progress: components["schemas"]["WhatIfProgress"][];
+            /** @description Per policy, once the run has succeeded (`GET /v1/whatif/{id}` only). */
+            results?: components["schemas"]["WhatIfPolicyResult"][] | null;
+            /** @description Always true: the results are simulated over measured profiles, not measured. */
+            simulated: boolean;
+            /** Format: int64 */
+            started_at_ms?: number | null;
+            /** @description `queued`, `running`, `succeeded` or `failed` (with `error`). */
+            status: string;
+            trace: components["schemas"]["WhatIfTrace"];
+        };
+        /** @description The tenant's runs, newest first (without results). */
+        WhatIfRunList: {
+            runs: components["schemas"]["WhatIfRun"][];
+        };
+        /** @description A run's totals under one policy (SIMULATED). */
+        WhatIfSummary: {
+            /**
+             * Format: int64
+             * @description Scaling changes over the run.
+             */
+            actions: number;
+            /**
+             * Format: double
+             * @description Price of every resource held over the run, at the server's `[prices]`.
+             */
+            cost_usd: number;
+            /**
+             * Format: int64
+             * @description Queries no variant could take.
+             */
+            dropped: number;
+            /**
+             * Format: double
+             * @description Mean accuracy of the variants that answered.
+             */
+            mean_accuracy?: number | null;
+            /** Format: double */
+            p50_ms?: number | null;
+            /** Format: double */
+            p99_ms?: number | null;
+            /** Format: int64 */
+            queries: number;
+            /**
+             * Format: double
+             * @description Simulated queries per second of wall time.
+             */
+            sim_queries_per_s: number;
+            /**
+             * Format: double
+             * @description Fraction of all queries answered within their SLO (dropped ones count as misses).
+             */
+            slo_attainment: number;
+        };
+        /** @description The trace a run replays. */
+        WhatIfTrace: {
+            apps: string[];
+            /** @description The generator spec, `recorded traffic of ... over N minutes`, or `uploaded CSV`. */
+            description: string;
+            /**
+             * Format: double
+             * @description Time of the last arrival, seconds.
+             */
+            duration_s: number;
+            /** Format: int64 */
+            queries: number;
+            /** @description `recorded`, `csv` or `generate`. */
+            source: string;
         };
         WorkerList: {
             workers: components["schemas"]["WorkerView"][];
@@ -2422,6 +2728,371 @@ export interface operations {
                 };
             };
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    recorded_trace: {
+        parameters: {
+            query?: {
+                /** @description One application (default: every application of the tenant). */
+                app?: string | null;
+                /**
+                 * @description How many past minutes (default 60, at most 10,080; the platform keeps
+                 *     `traffic_horizon_minutes`, default 60).
+                 */
+                minutes?: number | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trace */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            /** @description `minutes` outside 1-10080 or a malformed parameter */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unknown application */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIfRunList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WhatIfRequest"];
+            };
+        };
+        responses: {
+            /** @description Queued; follow it with GET /v1/whatif/{id} */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIfRun"];
+                };
+            };
+            /** @description A malformed body, an unknown or repeated policy, a bad generator spec, a CSV line that does not parse (the message names the line), an empty CSV trace, cluster sizes out of range */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over the route's limit, or the CSV trace over `whatif.max_csv_bytes` (default 8 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The trace names an application the tenant does not have or one without profiled variants; no traffic recorded; a generator that makes no query; a trace over `whatif.max_queries` (default 250,000) queries or `whatif.max_duration_s` (default 7,200 s) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant already has `whatif.max_unfinished_per_tenant` (default 1) runs queued or running, or its rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIfRun"];
+                };
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    plot_whatif: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Run id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plot */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/svg+xml": string;
+                };
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The run has not succeeded (queued, running or failed) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -28,15 +28,30 @@ from .model_view import ModelView
 from .model_view_signature import ModelViewSignature
 from .quota_view import QuotaView
 from .readiness import Readiness
+from .recorded_trace import RecordedTrace
 from .register_form import RegisterForm
 from .scaling_event import ScalingEvent
 from .scaling_events import ScalingEvents
 from .tensor_json import TensorJson
 from .token_request import TokenRequest
 from .token_response import TokenResponse
+from .trace_source_type_0 import TraceSourceType0
+from .trace_source_type_1 import TraceSourceType1
+from .trace_source_type_2 import TraceSourceType2
 from .usage_minute import UsageMinute
 from .usage_report import UsageReport
 from .variant_view import VariantView
+from .what_if_app_summary import WhatIfAppSummary
+from .what_if_cluster import WhatIfCluster
+from .what_if_point import WhatIfPoint
+from .what_if_policy_name import WhatIfPolicyName
+from .what_if_policy_result import WhatIfPolicyResult
+from .what_if_progress import WhatIfProgress
+from .what_if_request import WhatIfRequest
+from .what_if_run import WhatIfRun
+from .what_if_run_list import WhatIfRunList
+from .what_if_summary import WhatIfSummary
+from .what_if_trace import WhatIfTrace
 from .worker_list import WorkerList
 from .worker_view import WorkerView
 
@@ -69,15 +84,30 @@ __all__ = (
     "ModelViewSignature",
     "QuotaView",
     "Readiness",
+    "RecordedTrace",
     "RegisterForm",
     "ScalingEvent",
     "ScalingEvents",
     "TensorJson",
     "TokenRequest",
     "TokenResponse",
+    "TraceSourceType0",
+    "TraceSourceType1",
+    "TraceSourceType2",
     "UsageMinute",
     "UsageReport",
     "VariantView",
+    "WhatIfAppSummary",
+    "WhatIfCluster",
+    "WhatIfPoint",
+    "WhatIfPolicyName",
+    "WhatIfPolicyResult",
+    "WhatIfProgress",
+    "WhatIfRequest",
+    "WhatIfRun",
+    "WhatIfRunList",
+    "WhatIfSummary",
+    "WhatIfTrace",
     "WorkerList",
     "WorkerView",
 )

@@ -1,0 +1,324 @@
+//! Runs in the background: a run waits for one of `whatif.max_parallel_runs` slots, then
+//! simulates its policies one after the other on a blocking thread (the simulation is
+//! CPU-bound), while its progress is written to the database every half second; it ends
+//! `succeeded` with the reports or `failed` with the reason. A deleted run stops after the
+//! policy under way and writes nothing more.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use infaas_protocol::v1::{
+    WhatIfAppSummary, WhatIfPoint, WhatIfPolicyResult, WhatIfProgress, WhatIfSummary,
+};
+use infaas_sim::policy::by_name;
+use infaas_sim::report::PolicyReport;
+use infaas_sim::simulate;
+use infaas_store::db::whatif::status;
+use tokio::sync::Semaphore;
+use tracing::Instrument;
+
+use super::plan::Plan;
+use crate::platform::ControlPlane;
+
+/// How often the progress of a running run is written.
+const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
+
+/// The runs of this controller: simulation slots, each tenant's runs not yet finished, and
+/// the cancellation flag of every run under way.
+#[derive(Debug)]
+pub struct WhatIfRuns {
+    slots: Arc<Semaphore>,
+    per_tenant: Mutex<HashMap<String, usize>>,
+    cancelled: Mutex<HashMap<String, Arc<AtomicBool>>>,
+}
+
+/// A tenant's place among its unfinished runs, given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    runs: Arc<WhatIfRuns>,
+    tenant: String,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.runs.per_tenant.lock() {
+            if let Some(n) = m.get_mut(&self.tenant) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(&self.tenant);
+                }
+            }
+        }
+    }
+}
+
+impl WhatIfRuns {
+    /// At most `parallel` runs simulate at once.
+    pub fn new(parallel: usize) -> Arc<WhatIfRuns> {
+        Arc::new(WhatIfRuns {
+            slots: Arc::new(Semaphore::new(parallel.max(1))),
+            per_tenant: Mutex::new(HashMap::new()),
+            cancelled: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A place for one more run of `tenant`, unless it has `max` unfinished already.
+    pub fn reserve(self: &Arc<Self>, tenant: &str, max: usize) -> Option<Reservation> {
+        let mut m = self.per_tenant.lock().ok()?;
+        let n = m.entry(tenant.to_string()).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Reservation {
+            runs: self.clone(),
+            tenant: tenant.to_string(),
+        })
+    }
+
+    /// Stops run `id` (deleted) after the policy under way, if this controller runs it.
+    pub fn cancel(&self, id: &str) {
+        if let Ok(m) = self.cancelled.lock() {
+            if let Some(flag) = m.get(id) {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn flag(&self, id: &str) -> Arc<AtomicBool> {
+        let flag = Arc::new(AtomicBool::new(false));
+        if let Ok(mut m) = self.cancelled.lock() {
+            m.insert(id.to_string(), flag.clone());
+        }
+        flag
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut m) = self.cancelled.lock() {
+            m.remove(id);
+        }
+    }
+}
+
+/// Starts run `id` in the background.
+pub(super) fn start(state: ControlPlane, id: String, plan: Plan, reservation: Reservation) {
+    let cancel = state.whatif.flag(&id);
+    let span = tracing::info_span!("whatif", run = %id);
+    tokio::spawn(
+        async move {
+            let _place = reservation;
+            run(&state, &id, plan, &cancel).await;
+            state.whatif.forget(&id);
+        }
+        .instrument(span),
+    );
+}
+
+async fn run(state: &ControlPlane, id: &str, plan: Plan, cancel: &Arc<AtomicBool>) {
+    let Ok(_slot) = state.whatif.slots.clone().acquire_owned().await else {
+        return;
+    };
+    match state.db.start_whatif_run(id).await {
+        Ok(true) => {}
+        Ok(false) => return, // deleted while it waited
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a what-if run");
+            return;
+        }
+    }
+    let total = plan.trace.arrivals.len() as u64;
+    let progress = Arc::new(Mutex::new(
+        plan.policies
+            .iter()
+            .map(|p| WhatIfProgress {
+                policy: p.clone(),
+                done: 0,
+                total,
+            })
+            .collect::<Vec<_>>(),
+    ));
+    tracing::info!(
+        queries = total,
+        policies = plan.policies.len(),
+        variants = plan.variants.len(),
+        "SIMULATED what-if run started"
+    );
+    let sim = {
+        let (progress, cancel) = (progress.clone(), cancel.clone());
+        tokio::task::spawn_blocking(move || simulate_all(&plan, &progress, &cancel))
+    };
+    tokio::pin!(sim);
+    let read = |p: &Mutex<Vec<WhatIfProgress>>| p.lock().map(|p| p.clone()).unwrap_or_default();
+    let mut written = read(&progress);
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut sim => break outcome,
+            _ = tokio::time::sleep(PROGRESS_PERIOD) => {
+                let now = read(&progress);
+                if now != written {
+                    match write_progress(state, id, &now).await {
+                        Ok(true) => written = now,
+                        // Gone: deleted (or failed by another controller's start).
+                        Ok(false) => cancel.store(true, Ordering::Relaxed),
+                        Err(e) => tracing::warn!(error = %e, "cannot record a what-if run's progress"),
+                    }
+                }
+            }
+        }
+    };
+    if cancel.load(Ordering::Relaxed) {
+        tracing::info!("what-if run deleted while it ran");
+        return;
+    }
+    let progress = super::to_json(&read(&progress)).unwrap_or_else(|_| "[]".into());
+    let (end, error, result) = match outcome.map(|r| {
+        r.and_then(|results| {
+            super::to_json(&results).map_err(|e| format!("the results cannot be stored: {e:#}"))
+        })
+    }) {
+        Ok(Ok(results)) => (status::SUCCEEDED, None, Some(results)),
+        Ok(Err(e)) => (status::FAILED, Some(e), None),
+        Err(e) => (
+            status::FAILED,
+            Some(format!("the simulation stopped unexpectedly: {e}")),
+            None,
+        ),
+    };
+    match &error {
+        None => tracing::info!("SIMULATED what-if run succeeded"),
+        Some(e) => tracing::warn!(error = %e, "what-if run failed"),
+    }
+    metrics::counter!("infaas_whatif_runs_total", "status" => end).increment(1);
+    if let Err(e) = state
+        .db
+        .finish_whatif_run(id, end, &progress, error.as_deref(), result.as_deref())
+        .await
+    {
+        tracing::error!(error = %e, "cannot record the end of a what-if run");
+    }
+}
+
+/// Writes a running run's progress; false when the run is no longer running.
+async fn write_progress(
+    state: &ControlPlane,
+    id: &str,
+    progress: &[WhatIfProgress],
+) -> Result<bool, crate::Error> {
+    Ok(state
+        .db
+        .set_whatif_progress(id, &super::to_json(&progress)?)
+        .await?)
+}
+
+/// Simulates every policy of the plan in turn (on a blocking thread).
+fn simulate_all(
+    plan: &Plan,
+    progress: &Mutex<Vec<WhatIfProgress>>,
+    cancel: &AtomicBool,
+) -> Result<Vec<WhatIfPolicyResult>, String> {
+    let mut out = Vec::with_capacity(plan.policies.len());
+    for (i, name) in plan.policies.iter().enumerate() {
+        if cancel.load(Ordering::Relaxed) {
+            return Err("deleted".into());
+        }
+        let mut policy =
+            by_name(name, plan.scaling).ok_or_else(|| format!("unknown policy '{name}'"))?;
+        let report = simulate(
+            &plan.trace,
+            plan.variants.clone(),
+            &plan.cluster,
+            policy.as_mut(),
+            &mut |done, total| {
+                if let Ok(mut p) = progress.lock() {
+                    if let Some(p) = p.get_mut(i) {
+                        (p.done, p.total) = (done as u64, total as u64);
+                    }
+                }
+            },
+        )
+        .map_err(|e| format!("policy {name}: {e}"))?;
+        out.push(result_of(&report));
+    }
+    Ok(out)
+}
+
+/// A policy's report as the API shows it.
+pub fn result_of(r: &PolicyReport) -> WhatIfPolicyResult {
+    let s = &r.summary;
+    WhatIfPolicyResult {
+        policy: r.policy.clone(),
+        summary: WhatIfSummary {
+            queries: s.queries,
+            slo_attainment: s.slo_attainment,
+            p50_ms: s.p50_ms,
+            p99_ms: s.p99_ms,
+            cost_usd: s.cost_usd,
+            mean_accuracy: s.mean_accuracy,
+            dropped: s.dropped,
+            actions: s.actions,
+            sim_queries_per_s: s.sim_queries_per_s,
+        },
+        apps: r
+            .apps
+            .iter()
+            .map(|a| WhatIfAppSummary {
+                app: a.app.clone(),
+                queries: a.queries,
+                slo_attainment: a.slo_attainment,
+                p99_ms: a.p99_ms,
+                mean_accuracy: a.mean_accuracy,
+                dropped: a.dropped,
+            })
+            .collect(),
+        series: r
+            .series
+            .iter()
+            .map(|p| WhatIfPoint {
+                second: p.second as u64,
+                arrivals: p.arrivals,
+                slo_attainment: p.slo_attainment,
+                p50_ms: p.p50_ms,
+                p99_ms: p.p99_ms,
+                cost_per_s: p.cost_per_s,
+                mean_accuracy: p.mean_accuracy,
+                cpu_instances: p.cpu_instances,
+                gpu_instances: p.gpu_instances,
+                actions: p.actions,
+                dropped: p.dropped,
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_tenant_holds_at_most_its_places_until_they_are_dropped() {
+        let runs = WhatIfRuns::new(1);
+        let a = runs.reserve("t1", 1).unwrap();
+        assert!(runs.reserve("t1", 1).is_none());
+        let b = runs.reserve("t2", 1).unwrap();
+        drop(a);
+        let again = runs.reserve("t1", 1);
+        assert!(again.is_some());
+        drop((again, b));
+        assert!(runs.per_tenant.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn cancelling_sets_the_flag_of_a_run_under_way_only() {
+        let runs = WhatIfRuns::new(1);
+        let flag = runs.flag("r1");
+        runs.cancel("r2");
+        assert!(!flag.load(Ordering::Relaxed));
+        runs.cancel("r1");
+        assert!(flag.load(Ordering::Relaxed));
+        runs.forget("r1");
+        assert!(runs.cancelled.lock().unwrap().is_empty());
+    }
+}

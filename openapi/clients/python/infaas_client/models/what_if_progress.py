@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="WhatIfProgress")
+
+
+@_attrs_define
+class WhatIfProgress:
+    """How far a policy's simulation has got.
+
+    Attributes:
+        done (int): Queries simulated so far.
+        policy (str):
+        total (int): Queries of the trace.
+    """
+
+    done: int
+    policy: str
+    total: int
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        done = self.done
+
+        policy = self.policy
+
+        total = self.total
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "done": done,
+                "policy": policy,
+                "total": total,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        done = d.pop("done")
+
+        policy = d.pop("policy")
+
+        total = d.pop("total")
+
+        what_if_progress = cls(
+            done=done,
+            policy=policy,
+            total=total,
+        )
+
+        what_if_progress.additional_properties = d
+        return what_if_progress
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties

@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from attrs import define as _attrs_define
+
+from ..models.what_if_policy_name import WhatIfPolicyName
+from ..types import UNSET, Unset
+
+if TYPE_CHECKING:
+    from ..models.trace_source_type_0 import TraceSourceType0
+    from ..models.trace_source_type_1 import TraceSourceType1
+    from ..models.trace_source_type_2 import TraceSourceType2
+
+
+T = TypeVar("T", bound="WhatIfRequest")
+
+
+@_attrs_define
+class WhatIfRequest:
+    """`POST /v1/whatif`: simulate a trace on the tenant's applications under some policies.
+
+    Attributes:
+        policies (list[WhatIfPolicyName]): Policies to compare, each at most once, in the order given.
+        trace (TraceSourceType0 | TraceSourceType1 | TraceSourceType2): Where a run's trace comes from: exactly one of
+            `recorded`, `csv` or `generate`.
+        cpu_cores (int | None | Unset): Cores (intra-op threads) a simulated worker offers (default: the largest thread
+            budget
+            of the live workers).
+        cpu_workers (int | None | Unset): CPU workers of the simulated cluster (default: the live CPU workers).
+        gpu_workers (int | None | Unset): GPU workers of the simulated cluster (default: the live GPU workers).
+        slack (float | None | Unset): Headroom the platform's autoscaler keeps in the run (default: the server's
+            `autoscale.slack`).
+    """
+
+    policies: list[WhatIfPolicyName]
+    trace: TraceSourceType0 | TraceSourceType1 | TraceSourceType2
+    cpu_cores: int | None | Unset = UNSET
+    cpu_workers: int | None | Unset = UNSET
+    gpu_workers: int | None | Unset = UNSET
+    slack: float | None | Unset = UNSET
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.trace_source_type_0 import TraceSourceType0  # noqa: PLC0415
+        from ..models.trace_source_type_1 import TraceSourceType1  # noqa: PLC0415
+
+        policies = []
+        for policies_item_data in self.policies:
+            policies_item = policies_item_data.value
+            policies.append(policies_item)
+
+        trace: dict[str, Any]
+        if isinstance(self.trace, TraceSourceType0):
+            trace = self.trace.to_dict()
+        elif isinstance(self.trace, TraceSourceType1):
+            trace = self.trace.to_dict()
+        else:
+            trace = self.trace.to_dict()
+
+        cpu_cores: int | None | Unset
+        if isinstance(self.cpu_cores, Unset):
+            cpu_cores = UNSET
+        else:
+            cpu_cores = self.cpu_cores
+
+        cpu_workers: int | None | Unset
+        if isinstance(self.cpu_workers, Unset):
+            cpu_workers = UNSET
+        else:
+            cpu_workers = self.cpu_workers
+
+        gpu_workers: int | None | Unset
+        if isinstance(self.gpu_workers, Unset):
+            gpu_workers = UNSET
+        else:
+            gpu_workers = self.gpu_workers
+
+        slack: float | None | Unset
+        if isinstance(self.slack, Unset):
+            slack = UNSET
+        else:
+            slack = self.slack
+
+        field_dict: dict[str, Any] = {}
+
+        field_dict.update(
+            {
+                "policies": policies,
+                "trace": trace,
+            }
+        )
+        if cpu_cores is not UNSET:
+            field_dict["cpu_cores"] = cpu_cores
+        if cpu_workers is not UNSET:
+            field_dict["cpu_workers"] = cpu_workers
+        if gpu_workers is not UNSET:
+            field_dict["gpu_workers"] = gpu_workers
+        if slack is not UNSET:
+            field_dict["slack"] = slack
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.trace_source_type_0 import TraceSourceType0  # noqa: PLC0415
+        from ..models.trace_source_type_1 import TraceSourceType1  # noqa: PLC0415
+        from ..models.trace_source_type_2 import TraceSourceType2  # noqa: PLC0415
+
+        d = dict(src_dict)
+        policies = []
+        _policies = d.pop("policies")
+        for policies_item_data in _policies:
+            policies_item = WhatIfPolicyName(policies_item_data)
+
+            policies.append(policies_item)
+
+        def _parse_trace(data: object) -> TraceSourceType0 | TraceSourceType1 | TraceSourceType2:
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_trace_source_type_0 = TraceSourceType0.from_dict(data)
+
+                return componentsschemas_trace_source_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                componentsschemas_trace_source_type_1 = TraceSourceType1.from_dict(data)
+
+                return componentsschemas_trace_source_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            if not isinstance(data, dict):
+                raise TypeError()
+            componentsschemas_trace_source_type_2 = TraceSourceType2.from_dict(data)
+
+            return componentsschemas_trace_source_type_2
+
+        trace = _parse_trace(d.pop("trace"))
+
+        def _parse_cpu_cores(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        cpu_cores = _parse_cpu_cores(d.pop("cpu_cores", UNSET))
+
+        def _parse_cpu_workers(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        cpu_workers = _parse_cpu_workers(d.pop("cpu_workers", UNSET))
+
+        def _parse_gpu_workers(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        gpu_workers = _parse_gpu_workers(d.pop("gpu_workers", UNSET))
+
+        def _parse_slack(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        slack = _parse_slack(d.pop("slack", UNSET))
+
+        what_if_request = cls(
+            policies=policies,
+            trace=trace,
+            cpu_cores=cpu_cores,
+            cpu_workers=cpu_workers,
+            gpu_workers=gpu_workers,
+            slack=slack,
+        )
+
+        return what_if_request

@@ -1,0 +1,186 @@
+//! What-if planning (`/v1/whatif`, `/v1/traces/recorded`): a trace and policies in, a
+//! SIMULATED run out. Nothing in a run is measured on the platform: the simulator replays the
+//! trace over the profiles the platform measured for the tenant's variants.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Where a run's trace comes from: exactly one of `recorded`, `csv` or `generate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TraceSource {
+    /// The tenant's own traffic as the platform recorded it (`GET /v1/traces/recorded`).
+    Recorded(RecordedTrace),
+    /// A trace in the simulator's CSV format: header `time_ms,app,slo_ms,min_accuracy`, one
+    /// query per line. At most `whatif.max_csv_bytes` bytes (default 8 MiB).
+    Csv(String),
+    /// A workload generator, `KIND:key=value,...`, e.g.
+    /// `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
+    /// `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+    Generate(String),
+}
+
+/// The tenant's recorded traffic over the last `minutes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedTrace {
+    /// One application (default: every application of the tenant).
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    pub app: Option<String>,
+    /// How far back, in minutes (the platform keeps `traffic_horizon_minutes`, default 60).
+    #[schema(minimum = 1, maximum = 10080)]
+    pub minutes: u32,
+}
+
+/// The policies a run may compare (documentation of `policies`).
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WhatIfPolicyName {
+    StaticPeak,
+    Horizontal,
+    InfaasGreedy,
+    InfaasExact,
+}
+
+/// `POST /v1/whatif`: simulate a trace on the tenant's applications under some policies.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WhatIfRequest {
+    pub trace: TraceSource,
+    /// Policies to compare, each at most once, in the order given.
+    #[schema(value_type = Vec<WhatIfPolicyName>, min_items = 1, max_items = 4)]
+    pub policies: Vec<String>,
+    /// CPU workers of the simulated cluster (default: the live CPU workers).
+    #[schema(minimum = 0, maximum = 256)]
+    pub cpu_workers: Option<u32>,
+    /// Cores (intra-op threads) a simulated worker offers (default: the largest thread budget
+    /// of the live workers).
+    #[schema(minimum = 1, maximum = 1024)]
+    pub cpu_cores: Option<u32>,
+    /// GPU workers of the simulated cluster (default: the live GPU workers).
+    #[schema(minimum = 0, maximum = 256)]
+    pub gpu_workers: Option<u32>,
+    /// Headroom the platform's autoscaler keeps in the run (default: the server's
+    /// `autoscale.slack`).
+    #[schema(minimum = 1.0, maximum = 100.0)]
+    pub slack: Option<f64>,
+}
+
+/// The trace a run replays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfTrace {
+    /// `recorded`, `csv` or `generate`.
+    pub source: String,
+    /// The generator spec, `recorded traffic of ... over N minutes`, or `uploaded CSV`.
+    pub description: String,
+    pub queries: u64,
+    pub apps: Vec<String>,
+    /// Time of the last arrival, seconds.
+    pub duration_s: f64,
+}
+
+/// The simulated cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfCluster {
+    pub cpu_workers: u32,
+    pub cpu_cores: u32,
+    pub gpu_workers: u32,
+    pub slack: f64,
+    /// The tenant's profiled variants the run could use.
+    pub variants: u64,
+}
+
+/// How far a policy's simulation has got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfProgress {
+    pub policy: String,
+    /// Queries simulated so far.
+    pub done: u64,
+    /// Queries of the trace.
+    pub total: u64,
+}
+
+/// A run's totals under one policy (SIMULATED).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfSummary {
+    pub queries: u64,
+    /// Fraction of all queries answered within their SLO (dropped ones count as misses).
+    pub slo_attainment: f64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// Price of every resource held over the run, at the server's `[prices]`.
+    pub cost_usd: f64,
+    /// Mean accuracy of the variants that answered.
+    pub mean_accuracy: Option<f64>,
+    /// Queries no variant could take.
+    pub dropped: u64,
+    /// Scaling changes over the run.
+    pub actions: u64,
+    /// Simulated queries per second of wall time.
+    pub sim_queries_per_s: f64,
+}
+
+/// One application's totals under one policy (SIMULATED).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfAppSummary {
+    pub app: String,
+    pub queries: u64,
+    pub slo_attainment: f64,
+    pub p99_ms: Option<f64>,
+    pub mean_accuracy: Option<f64>,
+    pub dropped: u64,
+}
+
+/// One simulated second under one policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfPoint {
+    pub second: u64,
+    pub arrivals: u64,
+    pub slo_attainment: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub cost_per_s: f64,
+    pub mean_accuracy: Option<f64>,
+    pub cpu_instances: u32,
+    pub gpu_instances: u32,
+    pub actions: u32,
+    pub dropped: u64,
+}
+
+/// What one policy did with the trace (SIMULATED).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfPolicyResult {
+    pub policy: String,
+    pub summary: WhatIfSummary,
+    pub apps: Vec<WhatIfAppSummary>,
+    /// Per simulated second.
+    pub series: Vec<WhatIfPoint>,
+}
+
+/// A what-if run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfRun {
+    pub id: String,
+    /// `queued`, `running`, `succeeded` or `failed` (with `error`).
+    pub status: String,
+    /// Always true: the results are simulated over measured profiles, not measured.
+    pub simulated: bool,
+    pub trace: WhatIfTrace,
+    pub policies: Vec<String>,
+    pub cluster: WhatIfCluster,
+    /// Per policy, in the order simulated.
+    pub progress: Vec<WhatIfProgress>,
+    pub error: Option<String>,
+    pub created_at_ms: i64,
+    pub started_at_ms: Option<i64>,
+    pub finished_at_ms: Option<i64>,
+    /// Per policy, once the run has succeeded (`GET /v1/whatif/{id}` only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub results: Option<Vec<WhatIfPolicyResult>>,
+}
+
+/// The tenant's runs, newest first (without results).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WhatIfRunList {
+    pub runs: Vec<WhatIfRun>,
+}
