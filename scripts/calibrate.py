@@ -1,6 +1,7 @@
 """The work of scripts/calibrate.sh once the server runs: register a zoo model, write a trace,
-replay it on the server with the load generator and in the simulator through the what-if API,
-and compare.
+measure the request path (one query at a time), replay the trace on the server with the load
+generator and in the simulator through the what-if API (without and with the measured request
+path), and compare.
 
 Usage: python3 calibrate.py --bin INFAAS --url URL --key API_KEY --zoo DIR --rate N
        --duration S --slo MS --work DIR [--json FILE]
@@ -104,47 +105,66 @@ def main():
     n = write_trace(trace, args.rate, args.duration, args.slo)
     print(f"trace: {n} queries over {args.duration:.0f} s ({args.rate:.0f}/s Poisson), SLO {args.slo:.0f} ms")
 
-    # 1. The real server.
+    # 1. The request path alone: one query at a time on the idle server (closed loop).
     env = dict(os.environ, INFAAS_SERVER=base, INFAAS_API_KEY=args.key)
-    out = subprocess.run(
-        [args.bin, "loadgen", "--trace", trace, "--npz", f"{args.zoo}/digits-val.npz", "--json"],
+    npz = f"{args.zoo}/digits-val.npz"
+    idle = json.loads(subprocess.run(
+        [args.bin, "loadgen", "--app", APP, "--rate", "0", "--duration", "5", "--npz", npz, "--json"],
         env=env, check=True, capture_output=True, text=True,
-    ).stdout
-    real = json.loads(out)
+    ).stdout)
+    print(f"request path, one query at a time: p50 {idle['p50_ms']:.3f} ms, p99 {idle['p99_ms']:.3f} ms")
 
-    # 2. The simulator on the profiles the platform measured.
+    # 2. The trace on the real server.
+    real = json.loads(subprocess.run(
+        [args.bin, "loadgen", "--trace", trace, "--npz", npz, "--json"],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout)
+
+    # 3. The same trace in the simulator on the profiles the platform measured: the model of
+    # the instances alone, then with the request path measured in 1.
     with open(trace) as f:
         csv = f.read()
     cores = os.cpu_count() or 1
-    run = call(base, token, "POST", "/v1/whatif", {
-        "trace": {"csv": csv},
-        "policies": ["infaas_greedy"],
-        "cpu_workers": 1,
-        "cpu_cores": cores,
-        "gpu_workers": 0,
-    })
-    for _ in range(600):
-        run = call(base, token, "GET", f"/v1/whatif/{run['id']}")
-        if run["status"] in ("succeeded", "failed"):
-            break
-        time.sleep(0.5)
-    if run["status"] != "succeeded":
-        sys.exit(f"the what-if run did not succeed: {run}")
-    sim = run["results"][0]["summary"]
+
+    def simulate(overhead):
+        body = {
+            "trace": {"csv": csv},
+            "policies": ["infaas_greedy"],
+            "cpu_workers": 1,
+            "cpu_cores": cores,
+            "gpu_workers": 0,
+        }
+        if overhead:
+            body["request_overhead_ms"] = overhead
+        run = call(base, token, "POST", "/v1/whatif", body)
+        for _ in range(600):
+            run = call(base, token, "GET", f"/v1/whatif/{run['id']}")
+            if run["status"] in ("succeeded", "failed"):
+                break
+            time.sleep(0.5)
+        if run["status"] != "succeeded":
+            sys.exit(f"the what-if run did not succeed: {run}")
+        return run["results"][0]["summary"]
+
+    bare = simulate(None)
+    with_path = simulate(idle["percentiles_ms"])
 
     rows = [
-        ("p99_ms", real["p99_ms"], sim["p99_ms"]),
-        ("p50_ms", real["p50_ms"], sim["p50_ms"]),
-        ("slo_attainment", real["slo_attainment"], sim["slo_attainment"]),
+        ("p50_ms", real["p50_ms"], bare["p50_ms"], with_path["p50_ms"]),
+        ("p99_ms", real["p99_ms"], bare["p99_ms"], with_path["p99_ms"]),
+        ("slo_attainment", real["slo_attainment"], bare["slo_attainment"], with_path["slo_attainment"]),
     ]
-    print(f"{'figure':<16} {'real':>10} {'simulated':>10} {'difference':>11}")
-    for name, r, s in rows:
-        d = rel(s, r)
-        print(f"{name:<16} {r:>10.4f} {s:>10.4f} {'' if d is None else f'{d * 100:+.1f}%':>11}")
+    print(f"{'figure':<16} {'real':>9} {'sim':>9} {'diff':>8} {'sim+path':>9} {'diff':>8}")
+    for name, r, b, w in rows:
+        fmt = lambda d: "" if d is None else f"{d * 100:+.1f}%"
+        print(f"{name:<16} {r:>9.4f} {b:>9.4f} {fmt(rel(b, r)):>8} {w:>9.4f} {fmt(rel(w, r)):>8}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"real": real, "simulated": sim,
-                       "difference": {n: rel(s, r) for n, r, s in rows}}, f, indent=2)
+            json.dump({"idle": idle, "real": real, "simulated": bare,
+                       "simulated_with_request_path": with_path,
+                       "difference": {n: rel(b, r) for n, r, b, _ in rows},
+                       "difference_with_request_path": {n: rel(w, r) for n, r, _, w in rows}},
+                      f, indent=2)
 
 
 if __name__ == "__main__":

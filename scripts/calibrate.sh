@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Calibrates the simulator against the real server on this machine: one small trace replayed
-# twice,
 #   1. on a live release server (embedded defaults, fresh data directory, free port) by the
 #      load generator (`infaas loadgen --trace`), after registering zoo/digits-mlp-l and
 #      letting the platform profile it;
 #   2. in the simulator, through the what-if API (`POST /v1/whatif`, policy infaas_greedy)
 #      on the profiles the platform measured for that model, on a simulated cluster the size
-#      of this machine (one CPU worker with its cores);
-# and prints p99 latency and SLO attainment of both with their relative difference.
+#      of this machine (one CPU worker with its cores): once with the instances alone, once
+#      with the request path (`request_overhead_ms`) measured on the idle server first, one
+#      query at a time (`infaas loadgen --rate 0`);
+# and prints p50, p99 and SLO attainment of each with their relative difference.
 #
 # Usage: scripts/calibrate.sh [--rate N] [--duration S] [--slo MS] [--json FILE]
 #   --rate N       Poisson arrivals per second (default 200)

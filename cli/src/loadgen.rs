@@ -60,6 +60,9 @@ pub struct Report {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Latency percentiles 1 to 99 of the successful answers, ms (an empirical
+    /// distribution, e.g. of the request path for `POST /v1/whatif`'s `request_overhead_ms`).
+    pub percentiles_ms: Vec<f64>,
     /// Fraction of successful answers within the SLO (over all requests sent).
     pub slo_attainment: Option<f64>,
     /// Variants that answered, with counts.
@@ -174,6 +177,7 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         p50_ms: 0.0,
         p99_ms: 0.0,
         max_ms: 0.0,
+        percentiles_ms: Vec::new(),
         slo_attainment: None,
         variants: Default::default(),
     };
@@ -200,6 +204,11 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     report.p50_ms = percentile(&lat, 0.50);
     report.p99_ms = percentile(&lat, 0.99);
     report.max_ms = lat.last().copied().unwrap_or(0.0);
+    if !lat.is_empty() {
+        report.percentiles_ms = (1..100)
+            .map(|p| percentile(&lat, p as f64 / 100.0))
+            .collect();
+    }
     report.throughput_per_s = report.ok as f64 / report.seconds;
     report.slo_attainment = with_slo.then(|| within as f64 / report.sent.max(1) as f64);
     Ok(report)

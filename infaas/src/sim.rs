@@ -51,6 +51,16 @@ pub struct SimArgs {
     cpu_cores: usize,
     #[arg(long, default_value_t = 16)]
     gpu_workers: usize,
+    /// Most CPU workers the platform's worker autoscaler may run (default: --cpu-workers, no
+    /// worker is added); workers start in --worker-start-s.
+    #[arg(long)]
+    max_cpu_workers: Option<usize>,
+    /// Most GPU workers the platform's worker autoscaler may run (default: --gpu-workers).
+    #[arg(long)]
+    max_gpu_workers: Option<usize>,
+    /// Seconds from a worker's start until it can take instances.
+    #[arg(long, default_value_t = 30.0)]
+    worker_start_s: f64,
     /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
     #[arg(long, default_value = "gpu_ampere")]
     gpu: String,
@@ -82,6 +92,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cpu_workers: args.cpu_workers,
         cpu_cores: args.cpu_cores,
         gpu_workers: args.gpu_workers,
+        max_cpu_workers: args.max_cpu_workers.unwrap_or(args.cpu_workers),
+        max_gpu_workers: args.max_gpu_workers.unwrap_or(args.gpu_workers),
+        worker_start_ms: args.worker_start_s.max(0.0) * 1e3,
         gpu,
         cpu_threads: args.cpu_threads.max(1),
         ..Cluster::default()

@@ -233,16 +233,15 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
 
     let mut active: Option<Pick> = None;
     let mut fallback: Option<Pick> = None;
-    let mut any_eligible = false;
     for &vi in list {
         let v = &variants[vi];
         if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
             break; // `list` is sorted by accuracy, descending
         }
-        if !eligible(v, q, prices, rows) {
+        // Most variants of an application have no instance: they matter to rules 2-4 only.
+        if s.variant_instances(vi).is_empty() || !eligible(v, q, prices, rows) {
             continue;
         }
-        any_eligible = true;
         let max_batch = v.max_batch.max(1) as f64;
         for &ii in s.variant_instances(vi) {
             let inst = &instances[ii];
@@ -270,6 +269,11 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
     if let Some(p) = active {
         return serve(s, q, prices, p, rank.phrase(), explain);
     }
+    let any_eligible = list
+        .iter()
+        .map(|&vi| &variants[vi])
+        .take_while(|v| q.min_accuracy.is_none_or(|min| v.accuracy >= min))
+        .any(|v| eligible(v, q, prices, rows));
     if any_eligible {
         if let Some(mut load) = best_load(s, q, prices, list, rows, explain) {
             if let Decision::Load {

@@ -331,23 +331,7 @@ impl SnapshotBuilder {
 
     /// Adds a worker; returns its index.
     pub fn add_worker(&mut self, w: WorkerEntry) -> Result<usize, SnapshotError> {
-        let s = &mut self.snapshot;
-        if s.worker_ids.contains_key(&w.id) {
-            return Err(SnapshotError::Duplicate {
-                kind: "worker",
-                id: w.id,
-            });
-        }
-        let idx = s.workers.len();
-        if w.alive {
-            for &hw in &w.hardware {
-                s.by_hardware[hw_slot(hw)].push(idx);
-            }
-        }
-        s.worker_ids.insert(w.id.clone(), idx);
-        s.workers.push(w);
-        s.by_worker.push(Vec::new());
-        Ok(idx)
+        self.snapshot.add_worker(w)
     }
 
     /// Adds an instance of an added variant on an added worker; see [`Snapshot::add_instance`].
@@ -480,6 +464,28 @@ impl Snapshot {
     /// Live workers that have hardware `hw`.
     pub fn workers_with(&self, hw: HardwareKind) -> &[usize] {
         &self.by_hardware[hw_slot(hw)]
+    }
+
+    /// Adds a worker (one that joined, e.g. started by the worker autoscaler); returns its
+    /// index.
+    pub fn add_worker(&mut self, w: WorkerEntry) -> Result<usize, SnapshotError> {
+        let s = self;
+        if s.worker_ids.contains_key(&w.id) {
+            return Err(SnapshotError::Duplicate {
+                kind: "worker",
+                id: w.id,
+            });
+        }
+        let idx = s.workers.len();
+        if w.alive {
+            for &hw in &w.hardware {
+                s.by_hardware[hw_slot(hw)].push(idx);
+            }
+        }
+        s.worker_ids.insert(w.id.clone(), idx);
+        s.workers.push(w);
+        s.by_worker.push(Vec::new());
+        Ok(idx)
     }
 
     /// Adds an instance (e.g. once a load decision is carried out); returns its index. The worker

@@ -48,6 +48,18 @@ pub struct Cluster {
     pub prices: Prices,
     /// Length of the monitoring window and period of the policy's periodic step, ms.
     pub tick_ms: f64,
+    /// Most CPU and GPU workers the worker autoscaler may run (at most the initial ones: no
+    /// worker is added). Workers it adds are stopped again once idle for the cool-down.
+    pub max_cpu_workers: usize,
+    pub max_gpu_workers: usize,
+    /// Time from a worker's start to its first instance, ms.
+    pub worker_start_ms: f64,
+    /// Period of the worker autoscaler, ms (the server's `autoscale.worker_interval_ms`).
+    pub worker_tick_ms: f64,
+    /// The request path outside the instance (HTTP, JSON, routing, the call to the worker):
+    /// an empirical distribution, ms, of which every query's latency gets one draw (seeded).
+    /// Empty: none.
+    pub request_overhead_ms: Vec<f64>,
 }
 
 impl Default for Cluster {
@@ -65,6 +77,11 @@ impl Default for Cluster {
             variant_memory_bytes: 2 << 30,
             prices: Prices::default(),
             tick_ms: 1_000.0,
+            max_cpu_workers: 0,
+            max_gpu_workers: 0,
+            worker_start_ms: 30_000.0,
+            worker_tick_ms: 2_000.0,
+            request_overhead_ms: Vec::new(),
         }
     }
 }
@@ -167,6 +184,26 @@ pub struct World<'a> {
     pub busy: &'a [String],
     /// Per snapshot instance: its intra-op threads now (empty when routing).
     pub threads: &'a [usize],
+    /// Per snapshot worker: whether the worker autoscaler started it (it may stop it again).
+    pub provisioned: &'a [bool],
+}
+
+/// The workers as the worker autoscaler sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct Fleet<'a> {
+    /// A worker is starting.
+    pub starting: bool,
+    /// Per snapshot worker: how long it has had no instance, s (0 while it has some).
+    pub idle_for_s: &'a [f64],
+}
+
+/// A change to the workers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WorkerChange {
+    /// Start a worker with this hardware (ignored at the cluster's maximum).
+    Add(HardwareKind),
+    /// Stop this worker (a snapshot index; only a started one without instances).
+    Remove(usize),
 }
 
 /// Demand of one model (a family of variants) over the last window.
@@ -203,6 +240,10 @@ pub trait Policy {
     fn tick(&mut self, _world: &World, _window: &Window) -> Vec<Change> {
         Vec::new()
     }
+    /// Workers to start or stop, once per worker period (only when the cluster may grow).
+    fn workers(&mut self, _world: &World, _fleet: &Fleet) -> Vec<WorkerChange> {
+        Vec::new()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -230,6 +271,8 @@ struct Inst {
     /// The job waiting for this instance's load.
     job: Option<usize>,
     served_window: u64,
+    /// Core-milliseconds its batches ran in the window.
+    busy_window_ms: f64,
     state_since_ms: f64,
 }
 
@@ -240,6 +283,9 @@ enum Kind {
     /// A job's drain wait is over.
     Resume(usize),
     Tick,
+    WorkerTick,
+    /// A started worker joins (true: with a GPU).
+    WorkerUp(bool),
 }
 
 /// A resolved action under way.
@@ -265,6 +311,17 @@ struct Engine<'t> {
     loading: HashMap<usize, usize>,
     jobs: Vec<Job>,
     vertical: VerticalConfig,
+    /// Per snapshot worker: started by the worker autoscaler; its instances; since when idle.
+    provisioned: Vec<bool>,
+    worker_insts: Vec<usize>,
+    idle_since: Vec<f64>,
+    /// Workers starting, by kind (CPU, GPU).
+    starting: [usize; 2],
+    workers_started: usize,
+    /// The last second whose instances and workers were recorded.
+    fleet_recorded: Option<usize>,
+    /// State of the generator that draws request overheads.
+    overhead_rng: u64,
     events: BinaryHeap<Event>,
     seq: u64,
     now: f64,
@@ -333,6 +390,7 @@ impl<'t> Engine<'t> {
             }
         }
         let snapshot = b.build();
+        let workers = snapshot.workers().len();
         let mut models: Vec<String> = Vec::new();
         let variant_model = snapshot
             .variants()
@@ -354,6 +412,13 @@ impl<'t> Engine<'t> {
             loading: HashMap::new(),
             jobs: Vec::new(),
             vertical: VerticalConfig::default(),
+            provisioned: vec![false; workers],
+            worker_insts: vec![0; workers],
+            idle_since: vec![0.0; workers],
+            starting: [0; 2],
+            workers_started: 0,
+            fleet_recorded: None,
+            overhead_rng: 0x9E37_79B9_7F4A_7C15,
             events: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
@@ -410,6 +475,7 @@ impl<'t> Engine<'t> {
             state_age_ms: ages,
             busy,
             threads,
+            provisioned: &self.provisioned,
         }
     }
 
@@ -455,6 +521,7 @@ impl<'t> Engine<'t> {
         }
         let (load_ms, rate, threads) = (v.load_ms, self.cluster.prices.rate_per_s(v), v.threads);
         self.hold(worker, threads, v.memory_bytes, true);
+        self.worker_insts[worker] += 1;
         self.advance_cost(self.now);
         self.cost_rate += rate;
         let e = self.insts.len();
@@ -472,6 +539,7 @@ impl<'t> Engine<'t> {
             slowdown: 1.0,
             job: None,
             served_window: 0,
+            busy_window_ms: 0.0,
             state_since_ms: self.now,
         });
         if warm && !self.started {
@@ -555,6 +623,10 @@ impl<'t> Engine<'t> {
         let (worker, threads) = (inst.worker, inst.threads);
         let memory = self.snapshot.variants()[inst.variant].memory_bytes;
         self.hold(worker, threads, memory, false);
+        self.worker_insts[worker] -= 1;
+        if self.worker_insts[worker] == 0 {
+            self.idle_since[worker] = self.now;
+        }
         if let Some(j) = self.insts[e].job.take() {
             // A load that never served: its job ends.
             self.jobs[j].done = true;
@@ -573,7 +645,7 @@ impl<'t> Engine<'t> {
                 w.memory_used.saturating_sub(memory),
             )
         };
-        let util = cores as f64 / w.cores.max(1) as f64;
+        let util = w.utilisation;
         let _ = self.snapshot.set_worker_usage(worker, cores, mem, util);
     }
 
@@ -597,6 +669,7 @@ impl<'t> Engine<'t> {
         let service = v.latency_at(n).map_or(f64::INFINITY, |(p, scale)| {
             p.mean_ms * scale * inst.slowdown
         });
+        inst.busy_window_ms += service * inst.threads as f64;
         self.schedule(self.now + service, Kind::Done(e));
     }
 
@@ -606,7 +679,7 @@ impl<'t> Engine<'t> {
         self.insts[e].served_window += batch.len() as u64;
         let now = self.now;
         for p in &batch {
-            let latency = now - p.at_ms;
+            let latency = now - p.at_ms + self.overhead();
             let met = latency <= p.slo_ms;
             self.sec(p.at_ms);
             let at = second(p.at_ms);
@@ -623,6 +696,20 @@ impl<'t> Engine<'t> {
         if inst.draining && inst.queue.is_empty() && inst.running.is_empty() {
             self.free(e);
         }
+    }
+
+    /// One draw of the request path's overhead, ms (xorshift64*: cheap and repeatable).
+    fn overhead(&mut self) -> f64 {
+        let d = &self.cluster.request_overhead_ms;
+        if d.is_empty() {
+            return 0.0;
+        }
+        let mut x = self.overhead_rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.overhead_rng = x;
+        d[(x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % d.len()]
     }
 
     fn enqueue(&mut self, e: usize, q: &Arrival) {
@@ -893,6 +980,21 @@ impl<'t> Engine<'t> {
             }
             self.insts[e].served_window = 0;
         }
+        // Each worker's busy fraction of its cores over the window, from the batches its
+        // instances ran (what the controller reads from its workers).
+        let mut busy = vec![0.0; self.snapshot.workers().len()];
+        for inst in self.insts.iter_mut().filter(|i| !i.gone) {
+            busy[inst.worker] += std::mem::take(&mut inst.busy_window_ms);
+        }
+        for (w, b) in busy.into_iter().enumerate() {
+            let e = &self.snapshot.workers()[w];
+            if !e.alive {
+                continue;
+            }
+            let util = (b / (e.cores.max(1) as f64 * self.cluster.tick_ms)).min(1.0);
+            let (cores, memory) = (e.cores_used, e.memory_used);
+            let _ = self.snapshot.set_worker_usage(w, cores, memory, util);
+        }
         let mut window = std::mem::take(&mut self.window);
         window.seconds = secs;
         window.models = self
@@ -920,14 +1022,115 @@ impl<'t> Engine<'t> {
             policy.tick(&world, &window)
         };
         self.apply(changes);
-        // Instances held at the end of the window.
+        self.record_fleet(self.now - 1e-6);
+    }
+
+    /// Instances held and workers live now, as the figures of the second of `at`.
+    fn record_fleet(&mut self, at: f64) {
         let mut held = [0u32; 2];
         for inst in self.insts.iter().filter(|i| !i.gone) {
             let hw = self.snapshot.variants()[inst.variant].hardware;
             held[usize::from(hw == HardwareKind::Gpu)] += 1;
         }
-        let at = self.now - 1e-6;
-        self.sec(at).instances = held;
+        let mut live = [0u32; 2];
+        for w in self.snapshot.workers().iter().filter(|w| w.alive) {
+            live[usize::from(w.hardware.contains(&HardwareKind::Gpu))] += 1;
+        }
+        // Seconds without a window of their own (after the trace) keep the figures.
+        let from = self
+            .fleet_recorded
+            .map_or(second(at), |last| (last + 1).min(second(at)));
+        self.sec(at);
+        for s in &mut self.seconds[from..=second(at)] {
+            s.instances = held;
+            s.workers = live;
+        }
+        self.fleet_recorded = Some(second(at));
+    }
+
+    /// Live and starting workers of a kind, and the most the cluster may run.
+    fn may_grow(&self, gpu: bool) -> bool {
+        let live = self
+            .snapshot
+            .workers()
+            .iter()
+            .filter(|w| w.alive && w.hardware.contains(&HardwareKind::Gpu) == gpu)
+            .count();
+        let max = if gpu {
+            self.cluster.max_gpu_workers
+        } else {
+            self.cluster.max_cpu_workers
+        };
+        live + self.starting[usize::from(gpu)] < max
+    }
+
+    fn worker_tick(&mut self, policy: &mut dyn Policy) {
+        let idle: Vec<f64> = (0..self.snapshot.workers().len())
+            .map(|w| {
+                if self.worker_insts[w] == 0 {
+                    (self.now - self.idle_since[w]) / 1e3
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let changes = {
+            let (ages, busy, threads) = self.period_view();
+            let world = self.world(&ages, &busy, &threads);
+            let fleet = Fleet {
+                starting: self.starting.iter().sum::<usize>() > 0,
+                idle_for_s: &idle,
+            };
+            policy.workers(&world, &fleet)
+        };
+        for c in changes {
+            match c {
+                WorkerChange::Add(h) => {
+                    let gpu = h == HardwareKind::Gpu;
+                    if self.may_grow(gpu) {
+                        self.starting[usize::from(gpu)] += 1;
+                        self.schedule(self.now + self.cluster.worker_start_ms, Kind::WorkerUp(gpu));
+                        self.sec(self.now).actions += 1;
+                    }
+                }
+                WorkerChange::Remove(w) => {
+                    let removable = self.provisioned.get(w).copied().unwrap_or(false)
+                        && self.worker_insts[w] == 0
+                        && self.snapshot.workers()[w].alive;
+                    if removable {
+                        let id = self.snapshot.workers()[w].id.clone();
+                        let _ = self.snapshot.remove_worker(&id);
+                        self.sec(self.now).actions += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    fn worker_up(&mut self, gpu: bool) {
+        self.starting[usize::from(gpu)] -= 1;
+        self.workers_started += 1;
+        let c = &self.cluster;
+        let entry = if gpu {
+            worker(
+                format!("gpu-started-{}", self.workers_started),
+                vec![HardwareKind::Cpu, HardwareKind::Gpu],
+                c.gpu_worker_cores,
+                c,
+            )
+        } else {
+            worker(
+                format!("cpu-started-{}", self.workers_started),
+                vec![HardwareKind::Cpu],
+                c.cpu_cores,
+                c,
+            )
+        };
+        if self.snapshot.add_worker(entry).is_ok() {
+            self.provisioned.push(true);
+            self.worker_insts.push(0);
+            self.idle_since.push(self.now);
+        }
     }
 
     fn busy(&self) -> bool {
@@ -944,6 +1147,9 @@ impl<'t> Engine<'t> {
         self.apply(provision);
         self.started = true;
         self.schedule(self.cluster.tick_ms, Kind::Tick);
+        if self.may_grow(false) || self.may_grow(true) {
+            self.schedule(self.cluster.worker_tick_ms, Kind::WorkerTick);
+        }
         let trace = self.trace;
         let arrivals = &trace.arrivals;
         let total = arrivals.len();
@@ -964,6 +1170,16 @@ impl<'t> Engine<'t> {
                         Kind::Done(e) => self.done(e),
                         Kind::Ready(e) => self.ready(e),
                         Kind::Resume(j) => self.advance(j),
+                        Kind::WorkerUp(gpu) => self.worker_up(gpu),
+                        Kind::WorkerTick => {
+                            self.worker_tick(policy);
+                            if next < total || self.busy() {
+                                self.schedule(
+                                    self.now + self.cluster.worker_tick_ms,
+                                    Kind::WorkerTick,
+                                );
+                            }
+                        }
                         Kind::Tick => {
                             self.tick(policy);
                             if next < total || self.busy() {
@@ -987,6 +1203,7 @@ impl<'t> Engine<'t> {
             }
         }
         self.advance_cost(self.now);
+        self.record_fleet(self.now);
         progress(total, total);
     }
 }

@@ -14,15 +14,16 @@
 
 use std::collections::HashMap;
 
+use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{
-    exact, greedy, model_period, resolve, ClaimedRoom, FamilyState, InterferenceCounter,
-    MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad, Resolution, ScalingConfig, Stability,
-    VerticalConfig,
+    exact, greedy, model_period, resolve, worker_period, ActionKind, ClaimedRoom, FamilyState,
+    InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad, Resolution,
+    ScalingConfig, Stability, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::select::select_with;
 use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
 
-use crate::engine::{Change, Policy, Route, Window, World, TENANT};
+use crate::engine::{Change, Fleet, Policy, Route, Window, WorkerChange, World, TENANT};
 use crate::trace::Arrival;
 
 /// The names [`by_name`] knows.
@@ -240,6 +241,9 @@ pub struct Infaas {
     loads: HashMap<String, PlannedLoad>,
     stability: HashMap<String, Stability>,
     interfered: InterferenceCounter,
+    /// The last model period found no room for an instance it needs: of this hardware, why
+    /// (the worker period takes it, as the controller's book hands it over).
+    shortage: Option<(HardwareKind, String)>,
 }
 
 impl Infaas {
@@ -251,6 +255,7 @@ impl Infaas {
             loads: HashMap::new(),
             stability: HashMap::new(),
             interfered: InterferenceCounter::default(),
+            shortage: None,
         }
     }
 }
@@ -291,7 +296,22 @@ impl Policy for Infaas {
     }
 
     fn tick(&mut self, world: &World, window: &Window) -> Vec<Change> {
-        let s = world.snapshot;
+        // As the controller: workers the worker autoscaler started count as fully busy, so new
+        // instances go to the permanent workers while they have room, and scale-in empties the
+        // started ones first.
+        let owned;
+        let s = if world.provisioned.iter().any(|&p| p) {
+            let mut copy = world.snapshot.clone();
+            for (w, _) in world.provisioned.iter().enumerate().filter(|(_, &p)| p) {
+                let e = &copy.workers()[w];
+                let (cores, memory) = (e.cores_used, e.memory_used);
+                let _ = copy.set_worker_usage(w, cores, memory, 1.0);
+            }
+            owned = copy;
+            &owned
+        } else {
+            world.snapshot
+        };
         // Families (models) with live instances on live workers.
         let mut families: Vec<(&str, Vec<usize>)> = Vec::new();
         for (i, inst) in s.instances().iter().enumerate() {
@@ -354,7 +374,7 @@ impl Policy for Infaas {
                 families: &states,
                 threads: world.threads,
                 ages_ms: world.state_age_ms,
-                releasable: &[],
+                releasable: world.provisioned,
                 interfered_periods: self.interfered.periods(),
                 prices: *world.prices,
                 config,
@@ -368,18 +388,69 @@ impl Policy for Infaas {
                 .copied()
                 .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
         };
+        for short in &period.shortages {
+            let why = format!(
+                "{}: the model autoscaler's plan leaves {:.0} rows/s without capacity",
+                states[short.family].model, short.missing_qps
+            );
+            self.shortage = Some((short.hardware, why));
+        }
         let mut claims = ClaimedRoom::default();
-        period
-            .actions
-            .iter()
-            .filter_map(|(f, a)| match resolve(s, a, &mut claims, threads_of) {
-                Resolution::Run(job) => Some(Change::Steps {
+        let mut changes = Vec::new();
+        for (f, a) in &period.actions {
+            match resolve(s, a, &mut claims, threads_of) {
+                Resolution::Run(job) => changes.push(Change::Steps {
                     model: states[*f].model.to_string(),
                     steps: job.steps,
                 }),
-                Resolution::Short { .. } | Resolution::Skip(_) => None,
-            })
-            .collect()
+                Resolution::Short {
+                    hardware, reason, ..
+                } => self.shortage = Some((hardware, reason)),
+                Resolution::Skip(_) => {}
+            }
+        }
+        changes
+    }
+
+    fn workers(&mut self, world: &World, fleet: &Fleet) -> Vec<WorkerChange> {
+        let s = world.snapshot;
+        let views = WorkerView::from_snapshot(s, world.prices, |w| {
+            fleet.idle_for_s.get(w).copied().unwrap_or(0.0)
+        });
+        let price = |gpu: bool| {
+            views
+                .iter()
+                .filter(|v| v.hardware.contains(&HardwareKind::Gpu) == gpu)
+                .map(|v| v.price_per_s)
+                .next()
+                .unwrap_or(0.0)
+        };
+        let provisioned_live = s
+            .workers()
+            .iter()
+            .zip(world.provisioned)
+            .filter(|(w, &p)| p && w.alive)
+            .count();
+        let shortage = self.shortage.take();
+        worker_period(
+            &views,
+            &WorkerPeriod {
+                config: WorkerConfig::default(),
+                shortage: shortage.as_ref().map(|(h, why)| (*h, why.as_str())),
+                starting: fleet.starting,
+                provisioned: world.provisioned,
+                provisioned_live,
+                min_provisioned: 0,
+                new_worker_price: [price(false), price(true)],
+            },
+        )
+        .into_iter()
+        .filter_map(|a| match a.kind {
+            ActionKind::AddWorker { hardware } => Some(WorkerChange::Add(hardware)),
+            ActionKind::RemoveWorker { worker } => Some(WorkerChange::Remove(worker)),
+            _ => None,
+        })
+        .collect()
     }
 }
 
@@ -554,6 +625,84 @@ mod tests {
             "{:?} vs {:?}",
             early(&with),
             early(&without)
+        );
+    }
+
+    /// The controller's worker period runs in the simulator: a load that outgrows the one
+    /// worker leaves the model autoscaler short of room, the worker autoscaler starts
+    /// workers, and the SLO is met again once they join.
+    #[test]
+    fn the_worker_autoscaler_adds_workers_when_the_model_autoscaler_has_no_room() {
+        let t = trace("step:from=200,to=2500,at=10,duration=120,app=m,slo=100");
+        let run_on = |max: usize| {
+            let c = Cluster {
+                cpu_workers: 1,
+                cpu_cores: 8,
+                gpu_workers: 0,
+                max_cpu_workers: max,
+                worker_start_ms: 5_000.0,
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue(), &c).unwrap();
+            let mut p = by_name("infaas_greedy", ScalingConfig::default()).unwrap();
+            simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let (fixed, grown) = (run_on(1), run_on(4));
+        let tail = |r: &PolicyReport| -> f64 {
+            let (met, n) = r.series[100..120].iter().fold((0.0, 0.0), |(m, n), p| {
+                let a = p.arrivals as f64;
+                (m + p.slo_attainment.unwrap_or(0.0) * a, n + a)
+            });
+            met / n
+        };
+        let workers: Vec<u32> = grown.series.iter().map(|p| p.cpu_workers).collect();
+        assert!(
+            fixed.series.iter().all(|p| p.cpu_workers == 1)
+                && workers[0] == 1
+                && workers[60..120].iter().all(|&w| w >= 2),
+            "{workers:?}"
+        );
+        assert!(
+            tail(&grown) > 0.95 && tail(&fixed) < 0.5,
+            "{} vs {}",
+            tail(&grown),
+            tail(&fixed)
+        );
+    }
+
+    /// Every query's latency gets one draw of the request path's overhead: a constant one
+    /// shifts every latency by itself, and a query whose run fits the SLO with no room for it
+    /// then misses.
+    #[test]
+    fn the_request_path_adds_its_overhead_to_every_query() {
+        let t = trace("poisson:rate=200,duration=20,app=m,slo=100");
+        let run_with = |overhead: Vec<f64>| {
+            let c = Cluster {
+                request_overhead_ms: overhead,
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue(), &c).unwrap();
+            let mut p = by_name("static_peak", ScalingConfig::default()).unwrap();
+            simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let (bare, five, slow) = (
+            run_with(Vec::new()),
+            run_with(vec![5.0]),
+            run_with(vec![1.0, 200.0]),
+        );
+        let p50 = |r: &PolicyReport| r.summary.p50_ms.unwrap();
+        assert!(
+            (p50(&five) - p50(&bare) - 5.0).abs() < 0.5,
+            "{} vs {}",
+            p50(&five),
+            p50(&bare)
+        );
+        assert_eq!(five.summary.slo_attainment, bare.summary.slo_attainment);
+        // Half the draws are over the SLO.
+        assert!(
+            (slow.summary.slo_attainment - 0.5).abs() < 0.05,
+            "{:?}",
+            slow.summary
         );
     }
 

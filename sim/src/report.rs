@@ -83,6 +83,8 @@ pub struct Second {
     pub cost: f64,
     /// Instances loaded or loading at the end of the second, by hardware (cpu, gpu).
     pub instances: [u32; 2],
+    /// Live workers (CPU only, with a GPU) at the end of the second.
+    pub workers: [u32; 2],
     /// Scaling changes the policy asked for in the second.
     pub actions: u32,
 }
@@ -118,6 +120,8 @@ pub struct Point {
     pub mean_accuracy: Option<f64>,
     pub cpu_instances: u32,
     pub gpu_instances: u32,
+    pub cpu_workers: u32,
+    pub gpu_workers: u32,
     pub actions: u32,
     pub dropped: u64,
 }
@@ -184,6 +188,8 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
             mean_accuracy: (s.served > 0).then(|| s.accuracy_sum / s.served as f64),
             cpu_instances: s.instances[0],
             gpu_instances: s.instances[1],
+            cpu_workers: s.workers[0],
+            gpu_workers: s.workers[1],
             actions: s.actions,
             dropped: s.dropped,
         });
@@ -218,14 +224,14 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
 pub fn series_csv(reports: &[PolicyReport], out: &mut impl std::io::Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "policy,second,arrivals,slo_attainment,p50_ms,p99_ms,cost_per_s,mean_accuracy,cpu_instances,gpu_instances,actions,dropped"
+        "policy,second,arrivals,slo_attainment,p50_ms,p99_ms,cost_per_s,mean_accuracy,cpu_instances,gpu_instances,cpu_workers,gpu_workers,actions,dropped"
     )?;
     let opt = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
     for r in reports {
         for p in &r.series {
             writeln!(
                 out,
-                "{},{},{},{},{},{},{:.9},{},{},{},{},{}",
+                "{},{},{},{},{},{},{:.9},{},{},{},{},{},{},{}",
                 r.policy,
                 p.second,
                 p.arrivals,
@@ -236,6 +242,8 @@ pub fn series_csv(reports: &[PolicyReport], out: &mut impl std::io::Write) -> st
                 opt(p.mean_accuracy),
                 p.cpu_instances,
                 p.gpu_instances,
+                p.cpu_workers,
+                p.gpu_workers,
                 p.actions,
                 p.dropped
             )?;

@@ -36,9 +36,10 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, greedy, model_period, plan_demands, resolve, scale_workers, Action, ActionKind,
+    self, greedy, model_period, plan_demands, resolve, worker_period, Action, ActionKind,
     ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig, PeriodInput,
-    Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig, WorkerView,
+    Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig, WorkerPeriod,
+    WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
@@ -680,31 +681,9 @@ impl Autoscaler {
             idle_cooldown_s: self.cfg.idle_cooldown_secs,
             min_workers: 1,
         };
-        let mut decided = scale_workers(&views, &wcfg);
-        let fleet: f64 = views
-            .iter()
-            .filter(|v| v.alive)
-            .map(|v| v.price_per_s)
-            .sum();
-        let adds = decided
-            .iter()
-            .any(|a| matches!(a.kind, ActionKind::AddWorker { .. }));
         let mut apps: BTreeSet<AppKey> = BTreeSet::new();
         if let Some(short) = &shortage {
             apps.extend(short.apps.iter().cloned());
-            if !adds {
-                decided.insert(
-                    0,
-                    Action {
-                        kind: ActionKind::AddWorker {
-                            hardware: short.hardware,
-                        },
-                        reason: format!("no worker has room: {}", short.reason),
-                        cost_before_per_s: fleet,
-                        cost_after_per_s: fleet + self.worker_price(short.hardware),
-                    },
-                );
-            }
         }
         // Applications with Overloaded or Interfered instances also asked for the worker.
         for inst in snapshot.instances() {
@@ -717,34 +696,44 @@ impl Autoscaler {
                 }
             }
         }
-        let provisioned_live = {
+        let (provisioned, provisioned_live) = {
             let book = lock(&self.book);
-            book.provisioned.values().filter(|p| !p.stopping).count()
+            let names: BTreeSet<&str> = book
+                .provisioned
+                .values()
+                .filter(|p| !p.stopping)
+                .map(|p| p.worker.name.as_str())
+                .collect();
+            let flags: Vec<bool> = snapshot
+                .workers()
+                .iter()
+                .map(|w| {
+                    self.state
+                        .cluster
+                        .worker_name(&w.id)
+                        .is_some_and(|n| names.contains(n.as_str()))
+                })
+                .collect();
+            (flags, names.len())
         };
-        if provisioned_live < self.cfg.min_workers && !waiting {
-            decided.insert(
-                0,
-                Action {
-                    kind: ActionKind::AddWorker {
-                        hardware: HardwareKind::Cpu,
-                    },
-                    reason: format!(
-                        "{provisioned_live} provisioned workers run, min_workers is {}",
-                        self.cfg.min_workers
-                    ),
-                    cost_before_per_s: fleet,
-                    cost_after_per_s: fleet + self.worker_price(HardwareKind::Cpu),
-                },
-            );
-        }
-        let mut added = false;
+        let decided = worker_period(
+            &views,
+            &WorkerPeriod {
+                config: wcfg,
+                shortage: shortage.as_ref().map(|s| (s.hardware, s.reason.as_str())),
+                starting: waiting,
+                provisioned: &provisioned,
+                provisioned_live,
+                min_provisioned: self.cfg.min_workers,
+                new_worker_price: [
+                    self.worker_price(HardwareKind::Cpu),
+                    self.worker_price(HardwareKind::Gpu),
+                ],
+            },
+        );
         for act in decided {
             match act.kind {
                 ActionKind::AddWorker { hardware } => {
-                    if waiting || added {
-                        continue;
-                    }
-                    added = true;
                     lock(&self.book).adding = true;
                     let result = provider.add(hardware).await;
                     let added_worker = {
@@ -790,9 +779,8 @@ impl Autoscaler {
                     };
                     let target = {
                         let mut book = lock(&self.book);
-                        let live = book.provisioned.values().filter(|p| !p.stopping).count();
                         match book.provisioned.get_mut(&name) {
-                            Some(p) if !p.stopping && live > self.cfg.min_workers => {
+                            Some(p) if !p.stopping => {
                                 p.stopping = true;
                                 Some(p.worker.clone())
                             }

@@ -23,6 +23,8 @@ pub const MAX_WORKERS: u32 = 256;
 pub const MAX_CORES: u32 = 1024;
 /// Highest headroom a run may ask for.
 pub const MAX_SLACK: f64 = 100.0;
+/// Most values of `request_overhead_ms`.
+pub const MAX_OVERHEAD_SAMPLES: usize = 10_000;
 
 /// What a run simulates.
 #[derive(Debug, Clone)]
@@ -126,8 +128,47 @@ pub fn cluster(
             lambda_per_s: autoscale.lambda_per_s,
         },
     };
+    let (max_cpu, max_gpu) = (
+        req.max_cpu_workers.unwrap_or(cpu_workers),
+        req.max_gpu_workers.unwrap_or(gpu_workers),
+    );
+    for (field, v, at_least) in [
+        ("max_cpu_workers", max_cpu, cpu_workers),
+        ("max_gpu_workers", max_gpu, gpu_workers),
+    ] {
+        if v > MAX_WORKERS || v < at_least {
+            return Err(Error::Invalid(format!(
+                "{field} {v} must be from {at_least} (the workers the cluster starts with) to {MAX_WORKERS}"
+            )));
+        }
+    }
+    let start_s = req.worker_start_s.unwrap_or(30.0);
+    if !(start_s.is_finite() && (0.0..=3600.0).contains(&start_s)) {
+        return Err(Error::Invalid(format!(
+            "worker_start_s {start_s} must be from 0 to 3600"
+        )));
+    }
+    let overhead = req.request_overhead_ms.clone().unwrap_or_default();
+    if overhead.len() > MAX_OVERHEAD_SAMPLES {
+        return Err(Error::Invalid(format!(
+            "request_overhead_ms has {} values, over the limit of {MAX_OVERHEAD_SAMPLES}",
+            overhead.len()
+        )));
+    }
+    if let Some(bad) = overhead
+        .iter()
+        .find(|v| !(v.is_finite() && (0.0..=60_000.0).contains(*v)))
+    {
+        return Err(Error::Invalid(format!(
+            "request_overhead_ms holds {bad}: every value must be from 0 to 60000 ms"
+        )));
+    }
     let defaults = Cluster::default();
     let cluster = Cluster {
+        max_cpu_workers: max_cpu as usize,
+        max_gpu_workers: max_gpu as usize,
+        worker_start_ms: start_s * 1e3,
+        request_overhead_ms: overhead,
         cpu_workers: cpu_workers as usize,
         cpu_cores: cores as usize,
         gpu_workers: gpu_workers as usize,
@@ -330,6 +371,10 @@ mod tests {
             cpu_cores: None,
             gpu_workers: None,
             slack: None,
+            max_cpu_workers: None,
+            max_gpu_workers: None,
+            worker_start_s: None,
+            request_overhead_ms: None,
         }
     }
 
@@ -431,6 +476,35 @@ mod tests {
                     ..base()
                 },
                 "slack 0.5 must be from 1",
+            ),
+            (
+                WhatIfRequest {
+                    cpu_workers: Some(2),
+                    max_cpu_workers: Some(1),
+                    ..base()
+                },
+                "max_cpu_workers 1 must be from 2",
+            ),
+            (
+                WhatIfRequest {
+                    worker_start_s: Some(-1.0),
+                    ..base()
+                },
+                "worker_start_s -1 must be from 0 to 3600",
+            ),
+            (
+                WhatIfRequest {
+                    request_overhead_ms: Some(vec![0.5, -2.0]),
+                    ..base()
+                },
+                "request_overhead_ms holds -2",
+            ),
+            (
+                WhatIfRequest {
+                    request_overhead_ms: Some(vec![1.0; 10_001]),
+                    ..base()
+                },
+                "request_overhead_ms has 10001 values, over the limit of 10000",
             ),
         ] {
             let (m, kind) = message(cluster(&r, &live, &a, Prices::default()).unwrap_err());

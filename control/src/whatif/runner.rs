@@ -285,6 +285,8 @@ pub fn result_of(r: &PolicyReport) -> WhatIfPolicyResult {
                 mean_accuracy: p.mean_accuracy,
                 cpu_instances: p.cpu_instances,
                 gpu_instances: p.gpu_instances,
+                cpu_workers: p.cpu_workers,
+                gpu_workers: p.gpu_workers,
                 actions: p.actions,
                 dropped: p.dropped,
             })

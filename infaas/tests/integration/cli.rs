@@ -347,3 +347,58 @@ async fn jobs_that_fail_or_are_cancelled_exit_non_zero() {
     assert!(err.contains("404"), "{err}");
     p.stop().await;
 }
+
+/// `infaas loadgen --trace` replays a trace in the simulator's format: every line is one
+/// query to its application with its own SLO (one no variant can meet is refused as
+/// unsatisfiable, 422, and counts as a miss), and the percentiles come with `--json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loadgen_replays_a_trace_with_each_querys_slo() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let p = Platform::start(fast_config(&b, &ort)).await;
+    let cli = cli_for(&p, &b, "acme").await;
+    register(&cli).await;
+    // 40 queries over 2 s: 30 with a loose SLO, 10 with an SLO of 1 microsecond.
+    let mut csv = String::from("time_ms,app,slo_ms,min_accuracy\n");
+    for i in 0..40 {
+        let slo = if i % 4 == 0 { "0.001" } else { "5000" };
+        csv.push_str(&format!("{},{APP},{slo},\n", i * 50));
+    }
+    let trace = b.dir.path().join("trace.csv");
+    std::fs::write(&trace, csv).unwrap();
+    let npz = zoo("digits-val.npz");
+    let started = Instant::now();
+    let r = cli
+        .json(&["loadgen", "--trace", trace.to_str().unwrap(), "--npz", &npz])
+        .await;
+    assert_eq!(r["sent"], 40, "{r}");
+    assert_eq!(
+        (r["ok"].as_u64(), r["errors"]["422"].as_u64()),
+        (Some(30), Some(10)),
+        "{r}"
+    );
+    assert!(
+        (r["slo_attainment"].as_f64().unwrap() - 0.75).abs() < 1e-9,
+        "{r}"
+    );
+    assert_eq!(r["percentiles_ms"].as_array().unwrap().len(), 99, "{r}");
+    // Open loop at the trace's times: the last query leaves at 1.95 s.
+    assert!(started.elapsed() >= Duration::from_millis(1950));
+    // A trace naming an application the tenant lacks: its queries fail with 404.
+    let other = b.dir.path().join("other.csv");
+    std::fs::write(&other, "time_ms,app,slo_ms,min_accuracy\n0,nowhere,,\n").unwrap();
+    let r = cli
+        .json(&["loadgen", "--trace", other.to_str().unwrap(), "--npz", &npz])
+        .await;
+    assert_eq!(
+        (r["ok"].as_u64(), r["errors"]["404"].as_u64()),
+        (Some(0), Some(1)),
+        "{r}"
+    );
+    // A malformed trace is refused before anything is sent, naming the line.
+    std::fs::write(&other, "time_ms,app,slo_ms,min_accuracy\nsoon,digits,,\n").unwrap();
+    let (_, stderr) = cli
+        .fails(&["loadgen", "--trace", other.to_str().unwrap(), "--npz", &npz])
+        .await;
+    assert!(stderr.contains("line 2"), "{stderr}");
+}

@@ -64,6 +64,26 @@ pub struct WhatIfRequest {
     /// `autoscale.slack`).
     #[schema(minimum = 1.0, maximum = 100.0)]
     pub slack: Option<f64>,
+    /// Most CPU workers the platform's worker autoscaler may run in the simulation (default:
+    /// `cpu_workers`, none is added); workers it adds take `worker_start_s` to join.
+    #[schema(minimum = 0, maximum = 256)]
+    #[serde(default)]
+    pub max_cpu_workers: Option<u32>,
+    /// Most GPU workers, likewise (default: `gpu_workers`).
+    #[schema(minimum = 0, maximum = 256)]
+    #[serde(default)]
+    pub max_gpu_workers: Option<u32>,
+    /// Seconds from a worker's start until it takes instances (default 30).
+    #[schema(minimum = 0.0, maximum = 3600.0)]
+    #[serde(default)]
+    pub worker_start_s: Option<f64>,
+    /// The request path outside the instance (HTTP, JSON, routing, the worker call) as an
+    /// empirical distribution in ms: every simulated query's latency gets one draw. For
+    /// instance latencies measured on the real server with one query at a time
+    /// (`infaas loadgen --rate 0 --json`, `percentiles_ms`). Default: none.
+    #[schema(max_items = 10000)]
+    #[serde(default)]
+    pub request_overhead_ms: Option<Vec<f64>>,
 }
 
 /// The trace a run replays.
@@ -143,6 +163,11 @@ pub struct WhatIfPoint {
     pub mean_accuracy: Option<f64>,
     pub cpu_instances: u32,
     pub gpu_instances: u32,
+    /// Live simulated workers without and with a GPU at the end of the second.
+    #[serde(default)]
+    pub cpu_workers: u32,
+    #[serde(default)]
+    pub gpu_workers: u32,
     pub actions: u32,
     pub dropped: u64,
 }

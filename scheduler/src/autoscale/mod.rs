@@ -86,7 +86,7 @@ pub use period::{
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
 pub use resolve::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
 pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
-pub use workers::{scale_workers, WorkerConfig, WorkerView};
+pub use workers::{scale_workers, worker_period, WorkerConfig, WorkerPeriod, WorkerView};
 
 /// Thresholds and weights of model autoscaling; see the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -234,6 +234,88 @@ pub fn scale_workers(views: &[WorkerView], cfg: &WorkerConfig) -> Vec<Action> {
     actions
 }
 
+/// Everything one worker-autoscaler period decides on, besides the workers' views.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkerPeriod<'a> {
+    pub config: WorkerConfig,
+    /// The model autoscaler found no room for an instance it needs: of this hardware, why.
+    pub shortage: Option<(HardwareKind, &'a str)>,
+    /// A worker is starting (added, not registered yet): no other is added.
+    pub starting: bool,
+    /// Per worker (by index): whether the provider started it. Only those are stopped.
+    pub provisioned: &'a [bool],
+    /// Provisioned workers running (not stopping), and the fewest of them to keep.
+    pub provisioned_live: usize,
+    pub min_provisioned: usize,
+    /// Price per second of one more worker of each kind (CPU, GPU).
+    pub new_worker_price: [f64; 2],
+}
+
+/// One worker-autoscaler period as the controller runs it, and the simulator with it:
+/// [`scale_workers`]; an added worker for the model autoscaler's shortage when that adds none;
+/// one for `min_provisioned` first; then at most one added worker (none while one starts), and
+/// only provisioned workers stopped, never below `min_provisioned`.
+pub fn worker_period(views: &[WorkerView], p: &WorkerPeriod) -> Vec<Action> {
+    let mut decided = scale_workers(views, &p.config);
+    let fleet: f64 = views
+        .iter()
+        .filter(|v| v.alive)
+        .map(|v| v.price_per_s)
+        .sum();
+    let adds = decided
+        .iter()
+        .any(|a| matches!(a.kind, ActionKind::AddWorker { .. }));
+    if let Some((hardware, why)) = p.shortage {
+        if !adds {
+            decided.insert(
+                0,
+                Action {
+                    kind: ActionKind::AddWorker { hardware },
+                    reason: format!("no worker has room: {why}"),
+                    cost_before_per_s: fleet,
+                    cost_after_per_s: fleet + p.new_worker_price[slot(hardware)],
+                },
+            );
+        }
+    }
+    if p.provisioned_live < p.min_provisioned && !p.starting {
+        decided.insert(
+            0,
+            Action {
+                kind: ActionKind::AddWorker {
+                    hardware: HardwareKind::Cpu,
+                },
+                reason: format!(
+                    "{} provisioned workers run, min_workers is {}",
+                    p.provisioned_live, p.min_provisioned
+                ),
+                cost_before_per_s: fleet,
+                cost_after_per_s: fleet + p.new_worker_price[0],
+            },
+        );
+    }
+    let mut out = Vec::new();
+    let mut added = p.starting;
+    let mut live = p.provisioned_live;
+    for a in decided {
+        match a.kind {
+            ActionKind::AddWorker { .. } if !added => {
+                added = true;
+                out.push(a);
+            }
+            ActionKind::RemoveWorker { worker }
+                if p.provisioned.get(worker).copied().unwrap_or(false)
+                    && live > p.min_provisioned =>
+            {
+                live -= 1;
+                out.push(a);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

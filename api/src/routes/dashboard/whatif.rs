@@ -243,6 +243,10 @@ fn request(form: &WhatIfForm, checked: &[String]) -> Result<WhatIfRequest, ApiEr
         cpu_cores: count("cores per worker", &form.cpu_cores)?,
         gpu_workers: count("GPU workers", &form.gpu_workers)?,
         slack: None,
+        max_cpu_workers: None,
+        max_gpu_workers: None,
+        worker_start_s: None,
+        request_overhead_ms: None,
     })
 }
 

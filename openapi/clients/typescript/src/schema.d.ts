@@ -1011,10 +1011,17 @@ export interface components {
             cost_per_s: number;
             /** Format: int32 */
             cpu_instances: number;
+            /**
+             * Format: int32
+             * @description Live simulated workers without and with a GPU at the end of the second.
+             */
+            cpu_workers?: number;
             /** Format: int64 */
             dropped: number;
             /** Format: int32 */
             gpu_instances: number;
+            /** Format: int32 */
+            gpu_workers?: number;
             /** Format: double */
             mean_accuracy?: number | null;
             /** Format: double */
@@ -1071,8 +1078,26 @@ export interface components {
              * @description GPU workers of the simulated cluster (default: the live GPU workers).
              */
             gpu_workers?: number | null;
+            /**
+             * Format: int32
+             * @description Most CPU workers the platform's worker autoscaler may run in the simulation (default:
+             *     `cpu_workers`, none is added); workers it adds take `worker_start_s` to join.
+             */
+            max_cpu_workers?: number | null;
+            /**
+             * Format: int32
+             * @description Most GPU workers, likewise (default: `gpu_workers`).
+             */
+            max_gpu_workers?: number | null;
             /** @description Policies to compare, each at most once, in the order given. */
             policies: components["schemas"]["WhatIfPolicyName"][];
+            /**
+             * @description The request path outside the instance (HTTP, JSON, routing, the worker call) as an
+             *     empirical distribution in ms: every simulated query's latency gets one draw. For
+             *     instance latencies measured on the real server with one query at a time
+             *     (`infaas loadgen --rate 0 --json`, `percentiles_ms`). Default: none.
+             */
+            request_overhead_ms?: number[] | null;
             /**
              * Format: double
              * @description Headroom the platform's autoscaler keeps in the run (default: the server's
@@ -1080,6 +1105,11 @@ export interface components {
              */
             slack?: number | null;
             trace: components["schemas"]["TraceSource"];
+            /**
+             * Format: double
+             * @description Seconds from a worker's start until it takes instances (default 30).
+             */
+            worker_start_s?: number | null;
         };
         /** @description A what-if run. */
         WhatIfRun: {

@@ -23,6 +23,8 @@ class WhatIfPoint:
         dropped (int):
         gpu_instances (int):
         second (int):
+        cpu_workers (int | Unset): Live simulated workers without and with a GPU at the end of the second.
+        gpu_workers (int | Unset):
         mean_accuracy (float | None | Unset):
         p50_ms (float | None | Unset):
         p99_ms (float | None | Unset):
@@ -36,6 +38,8 @@ class WhatIfPoint:
     dropped: int
     gpu_instances: int
     second: int
+    cpu_workers: int | Unset = UNSET
+    gpu_workers: int | Unset = UNSET
     mean_accuracy: float | None | Unset = UNSET
     p50_ms: float | None | Unset = UNSET
     p99_ms: float | None | Unset = UNSET
@@ -56,6 +60,10 @@ class WhatIfPoint:
         gpu_instances = self.gpu_instances
 
         second = self.second
+
+        cpu_workers = self.cpu_workers
+
+        gpu_workers = self.gpu_workers
 
         mean_accuracy: float | None | Unset
         if isinstance(self.mean_accuracy, Unset):
@@ -94,6 +102,10 @@ class WhatIfPoint:
                 "second": second,
             }
         )
+        if cpu_workers is not UNSET:
+            field_dict["cpu_workers"] = cpu_workers
+        if gpu_workers is not UNSET:
+            field_dict["gpu_workers"] = gpu_workers
         if mean_accuracy is not UNSET:
             field_dict["mean_accuracy"] = mean_accuracy
         if p50_ms is not UNSET:
@@ -121,6 +133,10 @@ class WhatIfPoint:
         gpu_instances = d.pop("gpu_instances")
 
         second = d.pop("second")
+
+        cpu_workers = d.pop("cpu_workers", UNSET)
+
+        gpu_workers = d.pop("gpu_workers", UNSET)
 
         def _parse_mean_accuracy(data: object) -> float | None | Unset:
             if data is None:
@@ -166,6 +182,8 @@ class WhatIfPoint:
             dropped=dropped,
             gpu_instances=gpu_instances,
             second=second,
+            cpu_workers=cpu_workers,
+            gpu_workers=gpu_workers,
             mean_accuracy=mean_accuracy,
             p50_ms=p50_ms,
             p99_ms=p99_ms,

@@ -30,8 +30,18 @@ class WhatIfRequest:
             of the live workers).
         cpu_workers (int | None | Unset): CPU workers of the simulated cluster (default: the live CPU workers).
         gpu_workers (int | None | Unset): GPU workers of the simulated cluster (default: the live GPU workers).
+        max_cpu_workers (int | None | Unset): Most CPU workers the platform's worker autoscaler may run in the
+            simulation (default:
+            `cpu_workers`, none is added); workers it adds take `worker_start_s` to join.
+        max_gpu_workers (int | None | Unset): Most GPU workers, likewise (default: `gpu_workers`).
+        request_overhead_ms (list[float] | None | Unset): The request path outside the instance (HTTP, JSON, routing,
+            the worker call) as an
+            empirical distribution in ms: every simulated query's latency gets one draw. For
+            instance latencies measured on the real server with one query at a time
+            (`infaas loadgen --rate 0 --json`, `percentiles_ms`). Default: none.
         slack (float | None | Unset): Headroom the platform's autoscaler keeps in the run (default: the server's
             `autoscale.slack`).
+        worker_start_s (float | None | Unset): Seconds from a worker's start until it takes instances (default 30).
     """
 
     policies: list[WhatIfPolicyName]
@@ -39,7 +49,11 @@ class WhatIfRequest:
     cpu_cores: int | None | Unset = UNSET
     cpu_workers: int | None | Unset = UNSET
     gpu_workers: int | None | Unset = UNSET
+    max_cpu_workers: int | None | Unset = UNSET
+    max_gpu_workers: int | None | Unset = UNSET
+    request_overhead_ms: list[float] | None | Unset = UNSET
     slack: float | None | Unset = UNSET
+    worker_start_s: float | None | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.trace_source_type_0 import TraceSourceType0  # noqa: PLC0415
@@ -76,11 +90,38 @@ class WhatIfRequest:
         else:
             gpu_workers = self.gpu_workers
 
+        max_cpu_workers: int | None | Unset
+        if isinstance(self.max_cpu_workers, Unset):
+            max_cpu_workers = UNSET
+        else:
+            max_cpu_workers = self.max_cpu_workers
+
+        max_gpu_workers: int | None | Unset
+        if isinstance(self.max_gpu_workers, Unset):
+            max_gpu_workers = UNSET
+        else:
+            max_gpu_workers = self.max_gpu_workers
+
+        request_overhead_ms: list[float] | None | Unset
+        if isinstance(self.request_overhead_ms, Unset):
+            request_overhead_ms = UNSET
+        elif isinstance(self.request_overhead_ms, list):
+            request_overhead_ms = self.request_overhead_ms
+
+        else:
+            request_overhead_ms = self.request_overhead_ms
+
         slack: float | None | Unset
         if isinstance(self.slack, Unset):
             slack = UNSET
         else:
             slack = self.slack
+
+        worker_start_s: float | None | Unset
+        if isinstance(self.worker_start_s, Unset):
+            worker_start_s = UNSET
+        else:
+            worker_start_s = self.worker_start_s
 
         field_dict: dict[str, Any] = {}
 
@@ -96,8 +137,16 @@ class WhatIfRequest:
             field_dict["cpu_workers"] = cpu_workers
         if gpu_workers is not UNSET:
             field_dict["gpu_workers"] = gpu_workers
+        if max_cpu_workers is not UNSET:
+            field_dict["max_cpu_workers"] = max_cpu_workers
+        if max_gpu_workers is not UNSET:
+            field_dict["max_gpu_workers"] = max_gpu_workers
+        if request_overhead_ms is not UNSET:
+            field_dict["request_overhead_ms"] = request_overhead_ms
         if slack is not UNSET:
             field_dict["slack"] = slack
+        if worker_start_s is not UNSET:
+            field_dict["worker_start_s"] = worker_start_s
 
         return field_dict
 
@@ -167,6 +216,41 @@ class WhatIfRequest:
 
         gpu_workers = _parse_gpu_workers(d.pop("gpu_workers", UNSET))
 
+        def _parse_max_cpu_workers(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_cpu_workers = _parse_max_cpu_workers(d.pop("max_cpu_workers", UNSET))
+
+        def _parse_max_gpu_workers(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        max_gpu_workers = _parse_max_gpu_workers(d.pop("max_gpu_workers", UNSET))
+
+        def _parse_request_overhead_ms(data: object) -> list[float] | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, list):
+                    raise TypeError()
+                request_overhead_ms_type_0 = cast(list[float], data)
+
+                return request_overhead_ms_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(list[float] | None | Unset, data)
+
+        request_overhead_ms = _parse_request_overhead_ms(d.pop("request_overhead_ms", UNSET))
+
         def _parse_slack(data: object) -> float | None | Unset:
             if data is None:
                 return data
@@ -176,13 +260,26 @@ class WhatIfRequest:
 
         slack = _parse_slack(d.pop("slack", UNSET))
 
+        def _parse_worker_start_s(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        worker_start_s = _parse_worker_start_s(d.pop("worker_start_s", UNSET))
+
         what_if_request = cls(
             policies=policies,
             trace=trace,
             cpu_cores=cpu_cores,
             cpu_workers=cpu_workers,
             gpu_workers=gpu_workers,
+            max_cpu_workers=max_cpu_workers,
+            max_gpu_workers=max_gpu_workers,
+            request_overhead_ms=request_overhead_ms,
             slack=slack,
+            worker_start_s=worker_start_s,
         )
 
         return what_if_request
