@@ -95,7 +95,7 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         body
     };
     let trace = match &args.trace {
-        Some(p) => Some(infaas_sim::trace::Trace::read_csv(p)?),
+        Some(p) => Some(infaas_core::trace::Trace::read_csv(p)?),
         None => None,
     };
     let path = match (&args.app, &args.model, &trace) {

@@ -5,6 +5,7 @@ pub mod stats;
 pub mod tenant;
 pub mod tensor;
 pub mod time;
+pub mod trace;
 
 pub use model::{
     Application, DeclaredMetadata, FileKind, HardwareKind, LatencyPoint, Model, ModelFile,

@@ -427,16 +427,14 @@ fn best_load(
     })
 }
 
-/// The least-utilised live worker with `v`'s hardware, free cores for its threads and free
-/// memory for it.
+/// The least-loaded ([`WorkerEntry::load`]) live worker with `v`'s hardware, free cores for
+/// its threads and free memory for it.
 fn place(s: &Snapshot, v: &VariantEntry) -> Option<usize> {
     let workers = s.workers();
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
-        if w.can_host(v)
-            && best.is_none_or(|b| w.utilisation.total_cmp(&workers[b].utilisation).is_lt())
-        {
+        if w.can_host(v) && best.is_none_or(|b| w.load().total_cmp(&workers[b].load()).is_lt()) {
             best = Some(wi);
         }
     }

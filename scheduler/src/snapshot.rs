@@ -102,6 +102,15 @@ pub struct WorkerEntry {
 }
 
 impl WorkerEntry {
+    /// How loaded the worker is for placing a new instance: its busy fraction, or the
+    /// fraction of its cores instances hold when that is higher (reserved cores that are idle
+    /// now are still taken: by their instances' next batches, or by the threads vertical
+    /// scaling gives them).
+    pub fn load(&self) -> f64 {
+        let reserved = self.cores_used as f64 / self.cores.max(1) as f64;
+        self.utilisation.max(reserved)
+    }
+
     pub fn free_cores(&self) -> usize {
         self.cores.saturating_sub(self.cores_used)
     }

@@ -11,6 +11,8 @@ pub mod engine;
 pub mod generate;
 pub mod policy;
 pub mod report;
-pub mod trace;
+/// The trace format (it lives in `infaas-core`, shared with the load generator and the
+/// platform's traffic export).
+pub use infaas_core::trace;
 
 pub use engine::{simulate, variants_for, Cluster, SimError};

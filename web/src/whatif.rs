@@ -52,6 +52,8 @@ pub struct WhatIfForm {
     pub cpu_workers: String,
     pub cpu_cores: String,
     pub gpu_workers: String,
+    /// Most CPU workers the worker autoscaler may run (empty: as many as the cluster starts with).
+    pub max_cpu_workers: String,
 }
 
 impl WhatIfForm {

@@ -23,6 +23,7 @@ const SERVER: &[&str] = &[
     "infaas-store",
     "infaas-executors",
     "infaas-scheduler",
+    "infaas-sim",
     "infaas-worker",
     "infaas-onnx",
     "infaas-provision",

@@ -409,8 +409,8 @@ impl Room {
             }
             let better = best.is_none_or(|b| {
                 workers[w]
-                    .utilisation
-                    .total_cmp(&workers[b].utilisation)
+                    .load()
+                    .total_cmp(&workers[b].load())
                     .then(self.cores[b].cmp(&self.cores[w]))
                     .is_lt()
             });

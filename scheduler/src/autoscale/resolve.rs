@@ -110,8 +110,8 @@ impl ClaimedRoom {
         let chosen = preferred.filter(|&w| ok(w)).or_else(|| {
             (0..s.workers().len()).filter(|&w| ok(w)).min_by(|&a, &b| {
                 let (wa, wb) = (&s.workers()[a], &s.workers()[b]);
-                wa.utilisation
-                    .total_cmp(&wb.utilisation)
+                wa.load()
+                    .total_cmp(&wb.load())
                     .then(wb.free_cores().cmp(&wa.free_cores()))
                     .then(a.cmp(&b))
             })

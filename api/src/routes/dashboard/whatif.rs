@@ -211,6 +211,7 @@ async fn read_form(
             "cpu_workers" => form.cpu_workers = text(field, &name).await?,
             "cpu_cores" => form.cpu_cores = text(field, &name).await?,
             "gpu_workers" => form.gpu_workers = text(field, &name).await?,
+            "max_cpu_workers" => form.max_cpu_workers = text(field, &name).await?,
             other => {
                 return Err(ApiError::BadRequest(format!(
                     "unknown field '{other}' in the what-if form"
@@ -243,7 +244,7 @@ fn request(form: &WhatIfForm, checked: &[String]) -> Result<WhatIfRequest, ApiEr
         cpu_cores: count("cores per worker", &form.cpu_cores)?,
         gpu_workers: count("GPU workers", &form.gpu_workers)?,
         slack: None,
-        max_cpu_workers: None,
+        max_cpu_workers: count("most CPU workers", &form.max_cpu_workers)?,
         max_gpu_workers: None,
         worker_start_s: None,
         request_overhead_ms: None,
@@ -306,9 +307,11 @@ mod tests {
             source: "generate".into(),
             spec: " poisson:rate=5,duration=10,app=a ".into(),
             cpu_workers: "2".into(),
+            max_cpu_workers: "5".into(),
             ..WhatIfForm::default()
         };
         let r = request(&form, &["static_peak".into()]).unwrap();
+        assert_eq!(r.max_cpu_workers, Some(5));
         assert_eq!(
             r.trace,
             TraceSource::Generate("poisson:rate=5,duration=10,app=a".into())

@@ -1,4 +1,5 @@
-//! Workloads: query arrivals read from a trace or made by a generator.
+//! Workloads as traces of query arrivals: the format users bring to the simulator and the load
+//! generator, and the platform exports its recorded traffic in (generators are in `infaas-sim`).
 //!
 //! # The trace format
 //!
