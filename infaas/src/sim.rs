@@ -61,6 +61,11 @@ pub struct SimArgs {
     /// Seconds from a worker's start until it can take instances.
     #[arg(long, default_value_t = 30.0)]
     worker_start_s: f64,
+    /// SIMULATED interference: a noisy neighbour slowing every batch on a worker,
+    /// `worker=W,from=S[,until=S],factor=F` (W: an index among the initial workers, CPU
+    /// workers first; seconds). Repeat for more.
+    #[arg(long, value_name = "SPEC")]
+    noise: Vec<infaas_sim::Noise>,
     /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
     #[arg(long, default_value = "gpu_ampere")]
     gpu: String,
@@ -95,10 +100,23 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         max_cpu_workers: args.max_cpu_workers.unwrap_or(args.cpu_workers),
         max_gpu_workers: args.max_gpu_workers.unwrap_or(args.gpu_workers),
         worker_start_ms: args.worker_start_s.max(0.0) * 1e3,
+        noise: args.noise.clone(),
         gpu,
         cpu_threads: args.cpu_threads.max(1),
         ..Cluster::default()
     };
+    if let Some(n) = args
+        .noise
+        .iter()
+        .find(|n| n.worker >= args.cpu_workers + args.gpu_workers)
+    {
+        anyhow::bail!(
+            "--noise worker={}: the cluster starts with {} workers (0 to {})",
+            n.worker,
+            args.cpu_workers + args.gpu_workers,
+            (args.cpu_workers + args.gpu_workers).saturating_sub(1)
+        );
+    }
     let variants = variants_for(&trace, &catalogue, &cluster)?;
     if !(args.slack >= 1.0 && args.slack.is_finite()) {
         anyhow::bail!("--slack {} must be at least 1", args.slack);

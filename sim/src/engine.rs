@@ -11,7 +11,7 @@
 //! function of `infaas-scheduler` on it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
@@ -60,6 +60,66 @@ pub struct Cluster {
     /// an empirical distribution, ms, of which every query's latency gets one draw (seeded).
     /// Empty: none.
     pub request_overhead_ms: Vec<f64>,
+    /// SIMULATED interference: noisy neighbours that slow every batch on a worker.
+    pub noise: Vec<Noise>,
+}
+
+/// A noisy neighbour (SIMULATED interference, as a co-located job causes it): from `from_ms`
+/// until `until_ms`, every batch on worker `worker` (an index among the initial workers, CPU
+/// workers first) takes `factor` times its profiled time. The instances' observed p99 shows
+/// it, so the scheduler's state machine can find them Interfered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    pub worker: usize,
+    pub from_ms: f64,
+    pub until_ms: f64,
+    pub factor: f64,
+}
+
+impl std::str::FromStr for Noise {
+    type Err = String;
+
+    /// `worker=W,from=S,until=S,factor=F` (seconds; `until` may be left out: to the end).
+    fn from_str(spec: &str) -> Result<Noise, String> {
+        let mut n = Noise {
+            worker: usize::MAX,
+            from_ms: 0.0,
+            until_ms: f64::INFINITY,
+            factor: 0.0,
+        };
+        for kv in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("'{kv}': expected key=value"))?;
+            let num = |v: &str| {
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x >= 0.0)
+                    .ok_or_else(|| format!("{k}='{v}' is not a non-negative number"))
+            };
+            match k {
+                "worker" => {
+                    n.worker = v
+                        .parse()
+                        .map_err(|_| format!("worker='{v}' is not a worker index"))?
+                }
+                "from" => n.from_ms = num(v)? * 1e3,
+                "until" => n.until_ms = num(v)? * 1e3,
+                "factor" => n.factor = num(v)?,
+                _ => return Err(format!("unknown key '{k}' (worker, from, until, factor)")),
+            }
+        }
+        if n.worker == usize::MAX {
+            return Err("give the worker: worker=W".into());
+        }
+        if n.factor < 1.0 {
+            return Err(format!("factor {} must be at least 1", n.factor));
+        }
+        if n.until_ms <= n.from_ms {
+            return Err("until must be after from".into());
+        }
+        Ok(n)
+    }
 }
 
 impl Default for Cluster {
@@ -82,6 +142,7 @@ impl Default for Cluster {
             worker_start_ms: 30_000.0,
             worker_tick_ms: 2_000.0,
             request_overhead_ms: Vec::new(),
+            noise: Vec::new(),
         }
     }
 }
@@ -160,7 +221,14 @@ pub enum Change {
     /// carried out in order as the controller carries them out: a load is done once the
     /// instance serves, a resize at once, an unload after the controller's drain wait. A step
     /// that cannot be carried out ends the job; the model is busy until the job ends.
-    Steps { model: String, steps: Vec<Step> },
+    Steps {
+        model: String,
+        /// What the action is (`replicate`, `migrate`, ...; [`ActionPlan::action`]).
+        ///
+        /// [`ActionPlan::action`]: infaas_scheduler::autoscale::ActionPlan
+        action: &'static str,
+        steps: Vec<Step>,
+    },
 }
 
 /// How long the controller waits between taking an instance out of the index and unloading
@@ -320,6 +388,8 @@ struct Engine<'t> {
     workers_started: usize,
     /// The last second whose instances and workers were recorded.
     fleet_recorded: Option<usize>,
+    /// Scaling actions over the run, by kind.
+    actions_by_kind: BTreeMap<&'static str, u64>,
     /// State of the generator that draws request overheads.
     overhead_rng: u64,
     events: BinaryHeap<Event>,
@@ -418,6 +488,7 @@ impl<'t> Engine<'t> {
             starting: [0; 2],
             workers_started: 0,
             fleet_recorded: None,
+            actions_by_kind: BTreeMap::new(),
             overhead_rng: 0x9E37_79B9_7F4A_7C15,
             events: BinaryHeap::new(),
             seq: 0,
@@ -666,8 +737,9 @@ impl<'t> Engine<'t> {
         let v = &self.snapshot.variants()[inst.variant];
         let n = inst.queue.len().min(v.max_batch.max(1));
         inst.running.extend(inst.queue.drain(..n));
+        let noise = noise_at(&self.cluster.noise, inst.worker, self.now);
         let service = v.latency_at(n).map_or(f64::INFINITY, |(p, scale)| {
-            p.mean_ms * scale * inst.slowdown
+            p.mean_ms * scale * inst.slowdown * noise
         });
         inst.busy_window_ms += service * inst.threads as f64;
         self.schedule(self.now + service, Kind::Done(e));
@@ -696,6 +768,12 @@ impl<'t> Engine<'t> {
         if inst.draining && inst.queue.is_empty() && inst.running.is_empty() {
             self.free(e);
         }
+    }
+
+    /// Counts one scaling action of kind `kind` now.
+    fn act(&mut self, kind: &'static str) {
+        self.sec(self.now).actions += 1;
+        *self.actions_by_kind.entry(kind).or_default() += 1;
     }
 
     /// One draw of the request path's overhead, ms (xorshift64*: cheap and repeatable).
@@ -748,7 +826,7 @@ impl<'t> Engine<'t> {
                     None => {
                         let e = self.load(variant, worker, false);
                         if e.is_some() {
-                            self.sec(self.now).actions += 1;
+                            self.act("load-on-demand");
                         }
                         e
                     }
@@ -774,14 +852,14 @@ impl<'t> Engine<'t> {
             let id = |s: &Snapshot, v: usize, w: usize| {
                 (s.workers()[w].id.clone(), s.variants()[v].id.clone())
             };
-            let (model, steps) = match c {
+            let (model, action, steps) = match c {
                 Change::Load {
                     variant,
                     worker,
                     warm,
                 } if warm && !self.started => {
                     if self.load(variant, worker, true).is_some() {
-                        self.sec(self.now).actions += 1;
+                        self.act("provision");
                     }
                     continue;
                 }
@@ -797,6 +875,7 @@ impl<'t> Engine<'t> {
                     let (w, vid) = id(&self.snapshot, variant, worker);
                     (
                         v.model.clone(),
+                        "replicate",
                         vec![Step::Load {
                             worker: w,
                             variant: vid,
@@ -820,6 +899,7 @@ impl<'t> Engine<'t> {
                     let (ow, ovid) = id(s, old.variant, old.worker);
                     (
                         v.model.clone(),
+                        "replace",
                         vec![
                             Step::Load {
                                 worker: w,
@@ -840,18 +920,23 @@ impl<'t> Engine<'t> {
                     let (w, vid) = id(s, i.variant, i.worker);
                     (
                         s.variants()[i.variant].model.clone(),
+                        "remove-replica",
                         vec![Step::Unload {
                             worker: w,
                             variant: vid,
                         }],
                     )
                 }
-                Change::Steps { model, steps } => (model, steps),
+                Change::Steps {
+                    model,
+                    action,
+                    steps,
+                } => (model, action, steps),
             };
             if steps.is_empty() {
                 continue;
             }
-            self.sec(self.now).actions += 1;
+            self.act(action);
             let j = self.jobs.len();
             self.jobs.push(Job {
                 model,
@@ -960,13 +1045,14 @@ impl<'t> Engine<'t> {
             let profiled = v
                 .latency_at(batch)
                 .map_or(0.0, |(p, k)| p.p99_ms * k * inst.slowdown);
+            let observed = profiled * noise_at(&self.cluster.noise, inst.worker, self.now);
             let figures = InstanceFigures {
                 loaded: true,
                 qps,
                 peak_qps: v.peak_qps() / inst.slowdown,
                 queue_len: inst.queue.len() + inst.running.len(),
                 max_batch: v.max_batch,
-                p99_ms_observed: (inst.served_window > 0).then_some(profiled),
+                p99_ms_observed: (inst.served_window > 0).then_some(observed),
                 p99_ms_profiled: profiled,
             };
             let before = self.snapshot.instances()[s].state;
@@ -1090,7 +1176,7 @@ impl<'t> Engine<'t> {
                     if self.may_grow(gpu) {
                         self.starting[usize::from(gpu)] += 1;
                         self.schedule(self.now + self.cluster.worker_start_ms, Kind::WorkerUp(gpu));
-                        self.sec(self.now).actions += 1;
+                        self.act("add-worker");
                     }
                 }
                 WorkerChange::Remove(w) => {
@@ -1100,7 +1186,7 @@ impl<'t> Engine<'t> {
                     if removable {
                         let id = self.snapshot.workers()[w].id.clone();
                         let _ = self.snapshot.remove_worker(&id);
-                        self.sec(self.now).actions += 1;
+                        self.act("remove-worker");
                     }
                 }
             }
@@ -1208,6 +1294,15 @@ impl<'t> Engine<'t> {
     }
 }
 
+/// How much slower batches on `worker` run at `now` (1: no noise).
+fn noise_at(noise: &[Noise], worker: usize, now: f64) -> f64 {
+    noise
+        .iter()
+        .filter(|n| n.worker == worker && n.from_ms <= now && now < n.until_ms)
+        .map(|n| n.factor)
+        .fold(1.0, f64::max)
+}
+
 /// Amdahl speed-up of `threads` threads with parallel fraction `p`.
 fn amdahl(threads: usize, p: f64) -> f64 {
     1.0 / ((1.0 - p) + p / threads.max(1) as f64)
@@ -1243,6 +1338,11 @@ pub fn simulate(
         &engine.seconds,
         started.elapsed().as_secs_f64(),
     );
+    r.actions_by_kind = engine
+        .actions_by_kind
+        .iter()
+        .map(|(k, n)| (k.to_string(), *n))
+        .collect();
     r.apps = trace
         .apps
         .iter()

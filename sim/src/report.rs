@@ -142,6 +142,10 @@ pub struct AppSummary {
 pub struct PolicyReport {
     pub policy: String,
     pub summary: Summary,
+    /// Scaling actions over the run by kind (`replicate`, `upgrade`, `downgrade`,
+    /// `remove-replica`, `add-threads`, `rebalance`, `migrate`, `load-on-demand`,
+    /// `add-worker`, `remove-worker`, `provision`, ...).
+    pub actions_by_kind: std::collections::BTreeMap<String, u64>,
     pub apps: Vec<AppSummary>,
     pub series: Vec<Point>,
 }
@@ -215,6 +219,7 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
                 0.0
             },
         },
+        actions_by_kind: Default::default(),
         apps: Vec::new(),
         series,
     }

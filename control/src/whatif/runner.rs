@@ -249,6 +249,7 @@ pub fn result_of(r: &PolicyReport) -> WhatIfPolicyResult {
     let s = &r.summary;
     WhatIfPolicyResult {
         policy: r.policy.clone(),
+        actions_by_kind: r.actions_by_kind.clone(),
         summary: WhatIfSummary {
             queries: s.queries,
             slo_attainment: s.slo_attainment,

@@ -101,6 +101,62 @@ fn a_generated_workload_is_simulated_under_two_policies_with_report_series_and_p
     }
     assert!(svg.matches("SIMULATED").count() >= 3);
     assert!(svg.contains("static_peak") && svg.contains("infaas_greedy"));
+    // Actions by kind: static provisioning only provisions.
+    let kinds = policies[0]["actions_by_kind"].as_object().unwrap();
+    assert_eq!(kinds.keys().collect::<Vec<_>>(), ["provision"], "{kinds:?}");
+}
+
+/// Worker autoscaling and a noisy neighbour from the command line: the worker series and the
+/// actions by kind say what the platform did.
+#[test]
+fn workers_grow_and_noise_shows_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(p("profiles.csv"), CATALOGUE).unwrap();
+    let out = sim(&[
+        "--generate",
+        "step:from=20,to=600,at=10,duration=90,app=resnet,slo=150",
+        "--profiles",
+        &p("profiles.csv"),
+        "--policy",
+        "infaas_greedy",
+        "--cpu-workers",
+        "1",
+        "--cpu-cores",
+        "8",
+        "--gpu-workers",
+        "0",
+        "--max-cpu-workers",
+        "4",
+        "--worker-start-s",
+        "5",
+        "--noise",
+        "worker=0,from=60,factor=1.5",
+        "--out",
+        &p("out.json"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p("out.json")).unwrap()).unwrap();
+    let r = &report["policies"][0];
+    let workers: Vec<u64> = r["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["cpu_workers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers[0], 1, "{workers:?}");
+    assert!(workers.iter().any(|&w| w > 1), "{workers:?}");
+    assert!(workers.iter().all(|&w| w <= 4), "{workers:?}");
+    assert!(
+        r["actions_by_kind"]["add-worker"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        r["actions_by_kind"]
+    );
 }
 
 #[test]
@@ -135,6 +191,24 @@ fn bad_input_is_named() {
         (
             vec!["--trace", "/nonexistent/trace.csv"],
             "cannot read /nonexistent/trace.csv",
+        ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
+                "--noise",
+                "worker=99,from=1,factor=2",
+            ],
+            "--noise worker=99: the cluster starts with 32 workers",
+        ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
+                "--noise",
+                "worker=0,factor=0.5",
+            ],
+            "factor 0.5 must be at least 1",
         ),
     ] {
         let mut all = args.clone();

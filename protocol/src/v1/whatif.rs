@@ -177,6 +177,9 @@ pub struct WhatIfPoint {
 pub struct WhatIfPolicyResult {
     pub policy: String,
     pub summary: WhatIfSummary,
+    /// Scaling actions over the run by kind (`replicate`, `upgrade`, `migrate`, ...).
+    #[serde(default)]
+    pub actions_by_kind: std::collections::BTreeMap<String, u64>,
     pub apps: Vec<WhatIfAppSummary>,
     /// Per simulated second.
     pub series: Vec<WhatIfPoint>,

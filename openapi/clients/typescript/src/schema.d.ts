@@ -1040,6 +1040,10 @@ export interface components {
         WhatIfPolicyName: "static_peak" | "horizontal" | "infaas_greedy" | "infaas_exact";
         /** @description What one policy did with the trace (SIMULATED). */
         WhatIfPolicyResult: {
+            /** @description Scaling actions over the run by kind (`replicate`, `upgrade`, `migrate`, ...). */
+            actions_by_kind?: {
+                [key: string]: number;
+            };
             apps: components["schemas"]["WhatIfAppSummary"][];
             policy: string;
             /** @description Per simulated second. */

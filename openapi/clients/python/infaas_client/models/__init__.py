@@ -46,6 +46,7 @@ from .what_if_cluster import WhatIfCluster
 from .what_if_point import WhatIfPoint
 from .what_if_policy_name import WhatIfPolicyName
 from .what_if_policy_result import WhatIfPolicyResult
+from .what_if_policy_result_actions_by_kind import WhatIfPolicyResultActionsByKind
 from .what_if_progress import WhatIfProgress
 from .what_if_request import WhatIfRequest
 from .what_if_run import WhatIfRun
@@ -102,6 +103,7 @@ __all__ = (
     "WhatIfPoint",
     "WhatIfPolicyName",
     "WhatIfPolicyResult",
+    "WhatIfPolicyResultActionsByKind",
     "WhatIfProgress",
     "WhatIfRequest",
     "WhatIfRun",

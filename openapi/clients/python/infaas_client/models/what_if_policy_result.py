@@ -6,9 +6,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
+from ..types import UNSET, Unset
+
 if TYPE_CHECKING:
     from ..models.what_if_app_summary import WhatIfAppSummary
     from ..models.what_if_point import WhatIfPoint
+    from ..models.what_if_policy_result_actions_by_kind import WhatIfPolicyResultActionsByKind
     from ..models.what_if_summary import WhatIfSummary
 
 
@@ -24,12 +27,15 @@ class WhatIfPolicyResult:
         policy (str):
         series (list[WhatIfPoint]): Per simulated second.
         summary (WhatIfSummary): A run's totals under one policy (SIMULATED).
+        actions_by_kind (WhatIfPolicyResultActionsByKind | Unset): Scaling actions over the run by kind (`replicate`,
+            `upgrade`, `migrate`, ...).
     """
 
     apps: list[WhatIfAppSummary]
     policy: str
     series: list[WhatIfPoint]
     summary: WhatIfSummary
+    actions_by_kind: WhatIfPolicyResultActionsByKind | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -47,6 +53,10 @@ class WhatIfPolicyResult:
 
         summary = self.summary.to_dict()
 
+        actions_by_kind: dict[str, Any] | Unset = UNSET
+        if not isinstance(self.actions_by_kind, Unset):
+            actions_by_kind = self.actions_by_kind.to_dict()
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -57,6 +67,8 @@ class WhatIfPolicyResult:
                 "summary": summary,
             }
         )
+        if actions_by_kind is not UNSET:
+            field_dict["actions_by_kind"] = actions_by_kind
 
         return field_dict
 
@@ -64,6 +76,7 @@ class WhatIfPolicyResult:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.what_if_app_summary import WhatIfAppSummary  # noqa: PLC0415
         from ..models.what_if_point import WhatIfPoint  # noqa: PLC0415
+        from ..models.what_if_policy_result_actions_by_kind import WhatIfPolicyResultActionsByKind  # noqa: PLC0415
         from ..models.what_if_summary import WhatIfSummary  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -85,11 +98,19 @@ class WhatIfPolicyResult:
 
         summary = WhatIfSummary.from_dict(d.pop("summary"))
 
+        _actions_by_kind = d.pop("actions_by_kind", UNSET)
+        actions_by_kind: WhatIfPolicyResultActionsByKind | Unset
+        if isinstance(_actions_by_kind, Unset):
+            actions_by_kind = UNSET
+        else:
+            actions_by_kind = WhatIfPolicyResultActionsByKind.from_dict(_actions_by_kind)
+
         what_if_policy_result = cls(
             apps=apps,
             policy=policy,
             series=series,
             summary=summary,
+            actions_by_kind=actions_by_kind,
         )
 
         what_if_policy_result.additional_properties = d
