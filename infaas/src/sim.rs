@@ -66,6 +66,10 @@ pub struct SimArgs {
     /// workers first; seconds). Repeat for more.
     #[arg(long, value_name = "SPEC")]
     noise: Vec<infaas_sim::Noise>,
+    /// An offline job worked through on spare capacity by the platform's job runner,
+    /// `app=NAME,rows=N[,at=S]` (submitted at second S, default 0). Repeat for more.
+    #[arg(long, value_name = "SPEC")]
+    job: Vec<infaas_sim::OfflineJob>,
     /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
     #[arg(long, default_value = "gpu_ampere")]
     gpu: String,
@@ -101,6 +105,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         max_gpu_workers: args.max_gpu_workers.unwrap_or(args.gpu_workers),
         worker_start_ms: args.worker_start_s.max(0.0) * 1e3,
         noise: args.noise.clone(),
+        jobs: args.job.clone(),
         gpu,
         cpu_threads: args.cpu_threads.max(1),
         ..Cluster::default()
@@ -115,6 +120,13 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             n.worker,
             args.cpu_workers + args.gpu_workers,
             (args.cpu_workers + args.gpu_workers).saturating_sub(1)
+        );
+    }
+    if let Some(j) = args.job.iter().find(|j| !trace.apps.contains(&j.app)) {
+        anyhow::bail!(
+            "--job app={}: the trace has no such application ({})",
+            j.app,
+            trace.apps.join(", ")
         );
     }
     let variants = variants_for(&trace, &catalogue, &cluster)?;
@@ -189,6 +201,18 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             s.dropped,
             s.actions
         );
+        for j in &r.jobs {
+            println!(
+                "{:<14}   job of {} rows for {}: {} done, {}, paused {:.1} s",
+                "",
+                j.rows,
+                j.app,
+                j.done_rows,
+                j.finished_s
+                    .map_or("not finished".into(), |f| format!("finished at {f:.1} s")),
+                j.paused_s
+            );
+        }
     }
     if let Some(path) = &args.out {
         let doc = serde_json::json!({

@@ -15,13 +15,17 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
+use infaas_scheduler::offline::{
+    job_placement, job_variant, spare_capacity, JobPlacement, OnlineLoad, SpareCapacity,
+};
+use infaas_scheduler::Target;
 use infaas_scheduler::{
     InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot, SnapshotError, Thresholds,
     VariantEntry, WorkerEntry,
 };
 
 use crate::catalogue::{Accelerator, Profile};
-use crate::report::{app_summary, report, PolicyReport, Second};
+use crate::report::{app_summary, report, JobReport, PolicyReport, Second};
 use crate::trace::{Arrival, Trace};
 
 /// The tenant every simulated application belongs to.
@@ -62,7 +66,61 @@ pub struct Cluster {
     pub request_overhead_ms: Vec<f64>,
     /// SIMULATED interference: noisy neighbours that slow every batch on a worker.
     pub noise: Vec<Noise>,
+    /// Offline jobs submitted during the run (part of the workload), worked through on spare
+    /// capacity as the controller's job runner does.
+    pub jobs: Vec<OfflineJob>,
 }
+
+/// An offline (batch) job of the workload: `rows` rows for application `app`, submitted at
+/// `at_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfflineJob {
+    pub app: String,
+    pub rows: u64,
+    pub at_ms: f64,
+}
+
+impl std::str::FromStr for OfflineJob {
+    type Err = String;
+
+    /// `app=NAME,rows=N[,at=S]` (seconds).
+    fn from_str(spec: &str) -> Result<OfflineJob, String> {
+        let mut j = OfflineJob {
+            app: String::new(),
+            rows: 0,
+            at_ms: 0.0,
+        };
+        for kv in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("'{kv}': expected key=value"))?;
+            match k {
+                "app" => j.app = v.to_string(),
+                "rows" => {
+                    j.rows = v
+                        .parse()
+                        .map_err(|_| format!("rows='{v}' is not a whole number"))?
+                }
+                "at" => {
+                    j.at_ms = v
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.is_finite() && *x >= 0.0)
+                        .ok_or_else(|| format!("at='{v}' is not a non-negative number"))?
+                        * 1e3
+                }
+                _ => return Err(format!("unknown key '{k}' (app, rows, at)")),
+            }
+        }
+        if j.app.is_empty() || j.rows == 0 {
+            return Err("give the application and the rows: app=NAME,rows=N".into());
+        }
+        Ok(j)
+    }
+}
+
+/// How the job runner polls when it cannot work (the controller's `IDLE`), ms.
+const JOB_IDLE_MS: f64 = 200.0;
 
 /// A noisy neighbour (SIMULATED interference, as a co-located job causes it): from `from_ms`
 /// until `until_ms`, every batch on worker `worker` (an index among the initial workers, CPU
@@ -143,6 +201,7 @@ impl Default for Cluster {
             worker_tick_ms: 2_000.0,
             request_overhead_ms: Vec::new(),
             noise: Vec::new(),
+            jobs: Vec::new(),
         }
     }
 }
@@ -319,6 +378,8 @@ struct Pending {
     at_ms: f64,
     slo_ms: f64,
     app: usize,
+    /// A row of an offline job (not an online query).
+    job: bool,
 }
 
 #[derive(Debug)]
@@ -354,6 +415,41 @@ enum Kind {
     WorkerTick,
     /// A started worker joins (true: with a GPU).
     WorkerUp(bool),
+    /// The job runner looks for work.
+    JobStep,
+}
+
+/// Online queries answered in the current window, as the controller's online meter counts
+/// them for the job runner.
+#[derive(Debug, Default)]
+struct OnlineTally {
+    latency_ms: f64,
+    queries: u64,
+    with_slo: u64,
+    missed: u64,
+}
+
+impl OnlineTally {
+    fn add(&mut self, latency_ms: f64, slo_ms: f64) {
+        self.latency_ms += latency_ms;
+        self.queries += 1;
+        if slo_ms.is_finite() {
+            self.with_slo += 1;
+            self.missed += u64::from(latency_ms > slo_ms);
+        }
+    }
+
+    fn load(self, secs: f64) -> OnlineLoad {
+        OnlineLoad {
+            busy_s_per_s: self.latency_ms / 1e3 / secs.max(1e-9),
+            qps: self.queries as f64 / secs.max(1e-9),
+            slo_miss_rate: if self.with_slo > 0 {
+                self.missed as f64 / self.with_slo as f64
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// A resolved action under way.
@@ -390,6 +486,15 @@ struct Engine<'t> {
     fleet_recorded: Option<usize>,
     /// Scaling actions over the run, by kind.
     actions_by_kind: BTreeMap<&'static str, u64>,
+    /// The job runner: progress of every job, the batch in flight, whether it is paused, and
+    /// the online load it reads (the last window's, as the controller measures it).
+    offline: Vec<JobReport>,
+    job_in_flight: u64,
+    job_paused: bool,
+    job_paused_since: Option<f64>,
+    job_polling: bool,
+    online_window: OnlineTally,
+    online: OnlineLoad,
     /// State of the generator that draws request overheads.
     overhead_rng: u64,
     events: BinaryHeap<Event>,
@@ -489,6 +594,22 @@ impl<'t> Engine<'t> {
             workers_started: 0,
             fleet_recorded: None,
             actions_by_kind: BTreeMap::new(),
+            offline: cluster
+                .jobs
+                .iter()
+                .map(|j| JobReport {
+                    app: j.app.clone(),
+                    rows: j.rows,
+                    submitted_s: j.at_ms / 1e3,
+                    ..JobReport::default()
+                })
+                .collect(),
+            job_in_flight: 0,
+            job_paused: false,
+            job_paused_since: None,
+            job_polling: false,
+            online_window: OnlineTally::default(),
+            online: OnlineLoad::default(),
             overhead_rng: 0x9E37_79B9_7F4A_7C15,
             events: BinaryHeap::new(),
             seq: 0,
@@ -750,8 +871,13 @@ impl<'t> Engine<'t> {
         let batch = std::mem::take(&mut self.insts[e].running);
         self.insts[e].served_window += batch.len() as u64;
         let now = self.now;
-        for p in &batch {
+        let job_rows = batch.iter().filter(|p| p.job).count() as u64;
+        if job_rows > 0 {
+            self.job_rows_done(job_rows);
+        }
+        for p in batch.iter().filter(|p| !p.job) {
             let latency = now - p.at_ms + self.overhead();
+            self.online_window.add(latency, p.slo_ms);
             let met = latency <= p.slo_ms;
             self.sec(p.at_ms);
             let at = second(p.at_ms);
@@ -796,6 +922,7 @@ impl<'t> Engine<'t> {
             at_ms: q.at_ms,
             slo_ms: q.slo_ms.unwrap_or(f64::INFINITY),
             app: q.app,
+            job: false,
         });
         self.window_arrivals[self.variant_model[inst.variant]].add(1, q.slo_ms, q.min_accuracy);
         self.start_batch(e);
@@ -1081,6 +1208,7 @@ impl<'t> Engine<'t> {
             let (cores, memory) = (e.cores_used, e.memory_used);
             let _ = self.snapshot.set_worker_usage(w, cores, memory, util);
         }
+        self.online = std::mem::take(&mut self.online_window).load(secs);
         let mut window = std::mem::take(&mut self.window);
         window.seconds = secs;
         window.models = self
@@ -1132,6 +1260,114 @@ impl<'t> Engine<'t> {
             s.workers = live;
         }
         self.fleet_recorded = Some(second(at));
+    }
+
+    /// The job runner (the controller's): when no batch of a job is in flight, checks that
+    /// online traffic leaves room ([`spare_capacity`]), picks the variant ([`job_variant`])
+    /// and where its batch goes ([`job_placement`]), and queues one batch of the oldest
+    /// submitted job there; when it cannot, it pauses and looks again after its idle time.
+    fn job_step(&mut self) {
+        if self.job_in_flight > 0 {
+            return;
+        }
+        let now = self.now;
+        let Some(j) = self
+            .offline
+            .iter()
+            .position(|j| j.submitted_s * 1e3 <= now && j.done_rows < j.rows)
+        else {
+            return;
+        };
+        let gate = spare_capacity(
+            &self.snapshot,
+            &self.online,
+            &SpareCapacity::default(),
+            self.job_paused,
+        );
+        if gate.is_err() {
+            if !self.job_paused {
+                self.job_paused = true;
+                self.job_paused_since = Some(now);
+            }
+            self.poll_jobs();
+            return;
+        }
+        if let Some(since) = self.job_paused_since.take() {
+            self.offline[j].paused_s += (now - since) / 1e3;
+        }
+        self.job_paused = false;
+        let app = self.offline[j].app.clone();
+        let Some(vi) = job_variant(
+            &self.snapshot,
+            TENANT,
+            Target::App(&app),
+            None,
+            &self.cluster.prices,
+        ) else {
+            self.poll_jobs();
+            return;
+        };
+        let e = match job_placement(&self.snapshot, vi) {
+            Some(JobPlacement::Instance(i)) => self
+                .by_snapshot
+                .get(i)
+                .copied()
+                .filter(|&e| !self.insts[e].draining && !self.insts[e].gone),
+            Some(JobPlacement::Load(w)) => {
+                let e = self.load(vi, w, false);
+                if e.is_some() {
+                    self.act("load-for-job");
+                }
+                e
+            }
+            None => None,
+        };
+        let Some(e) = e else {
+            self.poll_jobs();
+            return;
+        };
+        let max_batch = self.snapshot.variants()[self.insts[e].variant]
+            .max_batch
+            .max(1) as u64;
+        let n = max_batch.min(self.offline[j].rows - self.offline[j].done_rows);
+        let app_index = self.trace.apps.iter().position(|a| *a == app).unwrap_or(0);
+        for _ in 0..n {
+            self.insts[e].queue.push_back(Pending {
+                at_ms: now,
+                slo_ms: f64::INFINITY,
+                app: app_index,
+                job: true,
+            });
+        }
+        self.job_in_flight = n;
+        self.start_batch(e);
+        self.report_queue(e);
+    }
+
+    fn poll_jobs(&mut self) {
+        if !self.job_polling {
+            self.job_polling = true;
+            self.schedule(self.now + JOB_IDLE_MS, Kind::JobStep);
+        }
+    }
+
+    /// `n` rows of the job batch in flight are done.
+    fn job_rows_done(&mut self, n: u64) {
+        self.job_in_flight = self.job_in_flight.saturating_sub(n);
+        let now = self.now;
+        if let Some(job) = self
+            .offline
+            .iter_mut()
+            .find(|j| j.submitted_s * 1e3 <= now && j.done_rows < j.rows)
+        {
+            job.done_rows = (job.done_rows + n).min(job.rows);
+            if job.done_rows == job.rows {
+                job.finished_s = Some(now / 1e3);
+            }
+        }
+        if self.job_in_flight == 0 {
+            self.job_step();
+        }
     }
 
     /// Live and starting workers of a kind, and the most the cluster may run.
@@ -1220,9 +1456,11 @@ impl<'t> Engine<'t> {
     }
 
     fn busy(&self) -> bool {
-        self.insts
-            .iter()
-            .any(|i| !i.gone && (!i.queue.is_empty() || !i.running.is_empty()))
+        self.offline.iter().any(|j| j.done_rows < j.rows)
+            || self
+                .insts
+                .iter()
+                .any(|i| !i.gone && (!i.queue.is_empty() || !i.running.is_empty()))
     }
 
     fn run(&mut self, policy: &mut dyn Policy, progress: &mut dyn FnMut(usize, usize)) {
@@ -1235,6 +1473,15 @@ impl<'t> Engine<'t> {
         self.schedule(self.cluster.tick_ms, Kind::Tick);
         if self.may_grow(false) || self.may_grow(true) {
             self.schedule(self.cluster.worker_tick_ms, Kind::WorkerTick);
+        }
+        for at in self
+            .cluster
+            .jobs
+            .iter()
+            .map(|j| j.at_ms)
+            .collect::<Vec<_>>()
+        {
+            self.schedule(at, Kind::JobStep);
         }
         let trace = self.trace;
         let arrivals = &trace.arrivals;
@@ -1257,6 +1504,10 @@ impl<'t> Engine<'t> {
                         Kind::Ready(e) => self.ready(e),
                         Kind::Resume(j) => self.advance(j),
                         Kind::WorkerUp(gpu) => self.worker_up(gpu),
+                        Kind::JobStep => {
+                            self.job_polling = false;
+                            self.job_step();
+                        }
                         Kind::WorkerTick => {
                             self.worker_tick(policy);
                             if next < total || self.busy() {
@@ -1338,6 +1589,7 @@ pub fn simulate(
         &engine.seconds,
         started.elapsed().as_secs_f64(),
     );
+    r.jobs = engine.offline.clone();
     r.actions_by_kind = engine
         .actions_by_kind
         .iter()

@@ -15,4 +15,4 @@ pub mod report;
 /// platform's traffic export).
 pub use infaas_core::trace;
 
-pub use engine::{simulate, variants_for, Cluster, Noise, SimError};
+pub use engine::{simulate, variants_for, Cluster, Noise, OfflineJob, SimError};

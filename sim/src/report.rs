@@ -126,6 +126,19 @@ pub struct Point {
     pub dropped: u64,
 }
 
+/// What became of one offline job.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct JobReport {
+    pub app: String,
+    pub rows: u64,
+    pub done_rows: u64,
+    pub submitted_s: f64,
+    /// When its last row was done (`None`: not by the end of the run).
+    pub finished_s: Option<f64>,
+    /// How long the job runner waited for online traffic to leave room.
+    pub paused_s: f64,
+}
+
 /// One application's totals in a run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct AppSummary {
@@ -146,6 +159,8 @@ pub struct PolicyReport {
     /// `remove-replica`, `add-threads`, `rebalance`, `migrate`, `load-on-demand`,
     /// `add-worker`, `remove-worker`, `provision`, ...).
     pub actions_by_kind: std::collections::BTreeMap<String, u64>,
+    /// The workload's offline jobs.
+    pub jobs: Vec<JobReport>,
     pub apps: Vec<AppSummary>,
     pub series: Vec<Point>,
 }
@@ -220,6 +235,7 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
             },
         },
         actions_by_kind: Default::default(),
+        jobs: Vec::new(),
         apps: Vec::new(),
         series,
     }

@@ -132,6 +132,8 @@ fn workers_grow_and_noise_shows_in_the_report() {
         "5",
         "--noise",
         "worker=0,from=60,factor=1.5",
+        "--job",
+        "app=resnet,rows=2000,at=2",
         "--out",
         &p("out.json"),
     ]);
@@ -156,6 +158,13 @@ fn workers_grow_and_noise_shows_in_the_report() {
         r["actions_by_kind"]["add-worker"].as_u64().unwrap_or(0) >= 1,
         "{}",
         r["actions_by_kind"]
+    ); // The offline job was worked through.
+    assert_eq!(r["jobs"][0]["done_rows"], 2000, "{}", r["jobs"]);
+    assert!(r["jobs"][0]["finished_s"].as_f64().unwrap() > 2.0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("job of 2000 rows for resnet: 2000 done"),
+        "{stdout}"
     );
 }
 
@@ -209,6 +218,15 @@ fn bad_input_is_named() {
                 "worker=0,factor=0.5",
             ],
             "factor 0.5 must be at least 1",
+        ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
+                "--job",
+                "app=bert,rows=10",
+            ],
+            "--job app=bert: the trace has no such application (resnet)",
         ),
     ] {
         let mut all = args.clone();
