@@ -1,6 +1,6 @@
 //! Recorded traffic: the arrivals of online queries per tenant, application and second, kept
 //! for a horizon in memory and exported in the simulator's CSV trace format
-//! (`time_ms,app,slo_ms,min_accuracy`, `infaas_sim::trace`), so that a tenant can replay its
+//! (`time_ms,app,slo_ms,min_accuracy`, `infaas_core::trace`), so that a tenant can replay its
 //! own traffic in a what-if run.
 //!
 //! Per (tenant, application) a ring of buckets, one per second in which queries arrived:
@@ -17,7 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use infaas_sim::trace::{Arrival, Trace};
+use infaas_core::trace::{Arrival, Trace};
 
 /// Arrivals of one application in one second.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -133,11 +133,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     if !(args.slack >= 1.0 && args.slack.is_finite()) {
         anyhow::bail!("--slack {} must be at least 1", args.slack);
     }
-    let scaling = ScalingConfig {
-        slack: args.slack,
-        scale_down: args.scale_down.unwrap_or(1.5 * args.slack / 1.05),
-        ..ScalingConfig::default()
-    };
+    let mut scaling = ScalingConfig::with_slack(args.slack);
+    if let Some(d) = args.scale_down {
+        scaling.scale_down = d;
+    }
     if scaling.scale_down <= scaling.slack {
         anyhow::bail!(
             "--scale-down {} must be above --slack {}",

@@ -489,7 +489,8 @@ struct Engine<'t> {
     /// The job runner: progress of every job, the batch in flight, whether it is paused, and
     /// the online load it reads (the last window's, as the controller measures it).
     offline: Vec<JobReport>,
-    job_in_flight: u64,
+    /// The job whose batch is in flight, and its rows not done yet.
+    job_in_flight: Option<(usize, u64)>,
     job_paused: bool,
     job_paused_since: Option<f64>,
     job_polling: bool,
@@ -604,7 +605,7 @@ impl<'t> Engine<'t> {
                     ..JobReport::default()
                 })
                 .collect(),
-            job_in_flight: 0,
+            job_in_flight: None,
             job_paused: false,
             job_paused_since: None,
             job_polling: false,
@@ -1267,7 +1268,7 @@ impl<'t> Engine<'t> {
     /// and where its batch goes ([`job_placement`]), and queues one batch of the oldest
     /// submitted job there; when it cannot, it pauses and looks again after its idle time.
     fn job_step(&mut self) {
-        if self.job_in_flight > 0 {
+        if self.job_in_flight.is_some() {
             return;
         }
         let now = self.now;
@@ -1339,7 +1340,7 @@ impl<'t> Engine<'t> {
                 job: true,
             });
         }
-        self.job_in_flight = n;
+        self.job_in_flight = Some((j, n));
         self.start_batch(e);
         self.report_queue(e);
     }
@@ -1353,19 +1354,16 @@ impl<'t> Engine<'t> {
 
     /// `n` rows of the job batch in flight are done.
     fn job_rows_done(&mut self, n: u64) {
-        self.job_in_flight = self.job_in_flight.saturating_sub(n);
-        let now = self.now;
-        if let Some(job) = self
-            .offline
-            .iter_mut()
-            .find(|j| j.submitted_s * 1e3 <= now && j.done_rows < j.rows)
-        {
-            job.done_rows = (job.done_rows + n).min(job.rows);
-            if job.done_rows == job.rows {
-                job.finished_s = Some(now / 1e3);
-            }
+        let Some((j, left)) = self.job_in_flight else {
+            return;
+        };
+        let job = &mut self.offline[j];
+        job.done_rows = (job.done_rows + n).min(job.rows);
+        if job.done_rows == job.rows {
+            job.finished_s = Some(self.now / 1e3);
         }
-        if self.job_in_flight == 0 {
+        self.job_in_flight = (left > n).then(|| (j, left - n));
+        if self.job_in_flight.is_none() {
             self.job_step();
         }
     }

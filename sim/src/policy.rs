@@ -16,9 +16,9 @@ use std::collections::HashMap;
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{
-    exact, greedy, model_period, resolve, worker_period, ActionKind, ClaimedRoom, FamilyState,
-    InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad, Resolution,
-    ScalingConfig, Stability, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
+    exact, greedy, model_period, releasable_view, resolve, worker_period, ActionKind, ClaimedRoom,
+    FamilyState, InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad,
+    Resolution, ScalingConfig, Stability, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::select::select_with;
 use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
@@ -299,19 +299,8 @@ impl Policy for Infaas {
         // As the controller: workers the worker autoscaler started count as fully busy, so new
         // instances go to the permanent workers while they have room, and scale-in empties the
         // started ones first.
-        let owned;
-        let s = if world.provisioned.iter().any(|&p| p) {
-            let mut copy = world.snapshot.clone();
-            for (w, _) in world.provisioned.iter().enumerate().filter(|(_, &p)| p) {
-                let e = &copy.workers()[w];
-                let (cores, memory) = (e.cores_used, e.memory_used);
-                let _ = copy.set_worker_usage(w, cores, memory, 1.0);
-            }
-            owned = copy;
-            &owned
-        } else {
-            world.snapshot
-        };
+        let view = releasable_view(world.snapshot, world.provisioned);
+        let s = view.as_ref().unwrap_or(world.snapshot);
         // Families (models) with live instances on live workers.
         let mut families: Vec<(&str, Vec<usize>)> = Vec::new();
         for (i, inst) in s.instances().iter().enumerate() {

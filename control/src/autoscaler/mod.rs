@@ -36,10 +36,10 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, greedy, model_period, plan_demands, resolve, worker_period, Action, ActionKind,
-    ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig, PeriodInput,
-    Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig, WorkerPeriod,
-    WorkerView,
+    self, greedy, model_period, plan_demands, releasable_view, resolve, worker_period, Action,
+    ActionKind, ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig,
+    PeriodInput, Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig,
+    WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
@@ -296,18 +296,16 @@ impl Autoscaler {
             return (snapshot, Vec::new());
         }
         let ids = self.state.cluster.worker_ids_by_name();
-        let mut s = (*snapshot).clone();
-        let mut releasable = vec![false; s.workers().len()];
+        let mut releasable = vec![false; snapshot.workers().len()];
         for name in &provisioned {
-            let Some(w) = ids.get(name).and_then(|id| s.worker_index(id)) else {
-                continue;
-            };
-            releasable[w] = true;
-            let e = &s.workers()[w];
-            let (cores, memory) = (e.cores_used, e.memory_used);
-            let _ = s.set_worker_usage(w, cores, memory, 1.0);
+            if let Some(w) = ids.get(name).and_then(|id| snapshot.worker_index(id)) {
+                releasable[w] = true;
+            }
         }
-        (Arc::new(s), releasable)
+        match releasable_view(&snapshot, &releasable) {
+            Some(view) => (Arc::new(view), releasable),
+            None => (snapshot, releasable),
+        }
     }
 
     /// The thresholds of one model period.
@@ -464,16 +462,7 @@ impl Autoscaler {
 
     /// The family and application an action concerns.
     fn action_owner(&self, s: &Snapshot, a: &Action) -> Option<(FamilyKey, AppKey)> {
-        let variant = match a.kind {
-            ActionKind::Replicate { variant, .. } => variant,
-            ActionKind::Upgrade { to, .. } | ActionKind::Downgrade { to, .. } => to,
-            ActionKind::RemoveReplica { instance }
-            | ActionKind::AddThreads { instance, .. }
-            | ActionKind::Rebalance { instance, .. }
-            | ActionKind::Migrate { instance, .. } => s.instances().get(instance)?.variant,
-            ActionKind::AddWorker { .. } | ActionKind::RemoveWorker { .. } => return None,
-        };
-        self.owner(s, variant)
+        self.owner(s, a.kind.variant(s)?)
     }
 
     /// Resolves one action of `family` into a job (or a shortage), unless the family already

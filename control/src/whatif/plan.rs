@@ -118,9 +118,8 @@ pub fn cluster(
         }
         // As `infaas sim --slack`: scale down above 1.5 x slack / 1.05.
         Some(slack) => ScalingConfig {
-            slack,
-            scale_down: 1.5 * slack / 1.05,
             lambda_per_s: autoscale.lambda_per_s,
+            ..ScalingConfig::with_slack(slack)
         },
         None => ScalingConfig {
             slack: autoscale.slack,

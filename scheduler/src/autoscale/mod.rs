@@ -80,8 +80,8 @@ pub use load::{Arrivals, PlannedLoad};
 pub use migration::{migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use period::{
-    model_period, plan_demands, Demand, FamilyState, PeriodConfig, PeriodInput, PeriodPlan,
-    Planner, Shortage,
+    model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,
+    PeriodPlan, Planner, Shortage,
 };
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
 pub use resolve::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
@@ -97,6 +97,19 @@ pub struct ScalingConfig {
     pub scale_down: f64,
     /// Weight of load time in the objective, per second.
     pub lambda_per_s: f64,
+}
+
+impl ScalingConfig {
+    /// The defaults with headroom `slack`, scaling down above the same ratio to it as the
+    /// defaults keep (1.5 / 1.05).
+    pub fn with_slack(slack: f64) -> ScalingConfig {
+        let d = ScalingConfig::default();
+        ScalingConfig {
+            slack,
+            scale_down: d.scale_down * slack / d.slack,
+            ..d
+        }
+    }
 }
 
 impl Default for ScalingConfig {
@@ -155,6 +168,22 @@ pub enum ActionKind {
     AddWorker { hardware: HardwareKind },
     /// Stop `worker`.
     RemoveWorker { worker: usize },
+}
+
+impl ActionKind {
+    /// The variant a model action concerns in snapshot `s` (the new one for loads, the
+    /// instance's for the others); `None` for worker actions or an instance `s` lacks.
+    pub fn variant(&self, s: &crate::snapshot::Snapshot) -> Option<usize> {
+        match *self {
+            ActionKind::Replicate { variant, .. } => Some(variant),
+            ActionKind::Upgrade { to, .. } | ActionKind::Downgrade { to, .. } => Some(to),
+            ActionKind::RemoveReplica { instance }
+            | ActionKind::AddThreads { instance, .. }
+            | ActionKind::Rebalance { instance, .. }
+            | ActionKind::Migrate { instance, .. } => Some(s.instances().get(instance)?.variant),
+            ActionKind::AddWorker { .. } | ActionKind::RemoveWorker { .. } => None,
+        }
+    }
 }
 
 /// One decision with its reason and what it does to the cost of the resources involved (the

@@ -188,18 +188,7 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             family_of.insert(v, f);
         }
     }
-    let of_action = |a: &Action| -> Option<usize> {
-        let variant = match a.kind {
-            ActionKind::Replicate { variant, .. } => variant,
-            ActionKind::Upgrade { to, .. } | ActionKind::Downgrade { to, .. } => to,
-            ActionKind::RemoveReplica { instance }
-            | ActionKind::AddThreads { instance, .. }
-            | ActionKind::Rebalance { instance, .. }
-            | ActionKind::Migrate { instance, .. } => s.instances().get(instance)?.variant,
-            ActionKind::AddWorker { .. } | ActionKind::RemoveWorker { .. } => return None,
-        };
-        family_of.get(&variant).copied()
-    };
+    let of_action = |a: &Action| family_of.get(&a.kind.variant(s)?).copied();
     if !out.demands.is_empty() {
         match plan_demands(
             s,
@@ -246,6 +235,25 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
         }
     }
     out
+}
+
+/// The snapshot as the model period sees it: workers the worker autoscaler started
+/// (`releasable`) count as fully busy, so new instances go to the permanent workers while
+/// they have room, and scale-in empties the started ones first. `None` when no worker is
+/// releasable (use `s` as it is).
+pub fn releasable_view(s: &Snapshot, releasable: &[bool]) -> Option<Snapshot> {
+    if !releasable.iter().any(|&r| r) {
+        return None;
+    }
+    let mut view = s.clone();
+    for (w, _) in releasable.iter().enumerate().filter(|(_, &r)| r) {
+        let Some(e) = view.workers().get(w) else {
+            continue;
+        };
+        let (cores, memory) = (e.cores_used, e.memory_used);
+        let _ = view.set_worker_usage(w, cores, memory, 1.0);
+    }
+    Some(view)
 }
 
 /// The model-scaling input of `demands` on `s` (with its `releasable` workers), solved by
