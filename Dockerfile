@@ -30,8 +30,9 @@ COPY --from=builder /usr/local/bin/infaas /usr/local/bin/infaas
 COPY --from=onnxruntime /libonnxruntime.so.1.31.1 /usr/local/lib/libonnxruntime.so.1.31.1
 ENV INFAAS_ORT_DYLIB_PATH=/usr/local/lib/libonnxruntime.so.1.31.1 \
     INFAAS_DATA_DIR=/var/lib/infaas \
-    INFAAS_LISTEN=0.0.0.0:8080
+    INFAAS_LISTEN=0.0.0.0:8080 \
+    INFAAS_GRPC_LISTEN=0.0.0.0:8001
 USER infaas
 WORKDIR /var/lib/infaas
-EXPOSE 8080
+EXPOSE 8080 8001
 CMD ["infaas", "serve"]

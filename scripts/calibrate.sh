@@ -51,7 +51,7 @@ bin="$CARGO_TARGET_DIR/release/infaas"
 work="$(mktemp -d)"
 port=18387
 while port_open "$port"; do port=$((port + 1)); done
-export INFAAS_DATA_DIR="$work/data" INFAAS_LISTEN="127.0.0.1:$port"
+export INFAAS_DATA_DIR="$work/data" INFAAS_LISTEN="127.0.0.1:$port" INFAAS_GRPC_LISTEN="127.0.0.1:0"
 server_log="$work/server.log"
 "$bin" serve >"$server_log" 2>&1 &
 server=$!

@@ -94,7 +94,7 @@ while port_open "$port"; do port=$((port + 1)); done
 data="$(mktemp -d)"
 log_file="$INFAAS_LOGS/first-run-serve.log"
 mkdir -p "$INFAAS_LOGS"
-setsid "${bare[@]}" INFAAS_LISTEN="127.0.0.1:$port" INFAAS_DATA_DIR="$data" \
+setsid "${bare[@]}" INFAAS_LISTEN="127.0.0.1:$port" INFAAS_GRPC_LISTEN="127.0.0.1:0" INFAAS_DATA_DIR="$data" \
   "$INFAAS_ROOT/scripts/infaas" serve >"$log_file" 2>&1 &
 pid=$!
 stop_server() {

@@ -64,7 +64,7 @@ bin="$CARGO_TARGET_DIR/release/infaas"
 work="$(mktemp -d)"
 port=18287
 while port_open "$port"; do port=$((port + 1)); done
-export INFAAS_DATA_DIR="$work/data" INFAAS_LISTEN="127.0.0.1:$port"
+export INFAAS_DATA_DIR="$work/data" INFAAS_LISTEN="127.0.0.1:$port" INFAAS_GRPC_LISTEN="127.0.0.1:0"
 # A known signing secret, so that an expired token can be made; the forged one uses another.
 INFAAS_JWT_SECRET="$(rand_hex 32)"
 export INFAAS_JWT_SECRET

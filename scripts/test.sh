@@ -63,9 +63,9 @@ fi
 # API fuzzer's venvs (scripts/gen-clients.sh, scripts/fuzz-api.sh).
 apt_ensure postgresql cmake libclang-dev chromium chromium-driver python3-venv
 # httpx and attrs: what the generated Python SDK client (openapi/clients/python) needs.
-PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]"
+PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]" "tritonclient[grpc]"
   "httpx>=0.23.1,<0.29" "attrs>=22.2.0")
-py_check="import sklearn, skl2onnx, onnx, onnxruntime, tritonclient.http, httpx, attrs
+py_check="import sklearn, skl2onnx, onnx, onnxruntime, tritonclient.http, tritonclient.grpc, httpx, attrs
 assert onnxruntime.__version__ == '$ORT_VERSION', onnxruntime.__version__"
 if ! python3 -c "$py_check" >/dev/null 2>&1; then
   mkdir -p "$INFAAS_LOGS"

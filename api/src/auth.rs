@@ -79,7 +79,10 @@ impl Principal {
     }
 
     /// The caller behind verified claims, unless their key was revoked.
-    async fn from_claims(state: &AppState, claims: Claims) -> Result<Principal, ApiError> {
+    pub(crate) async fn from_claims(
+        state: &AppState,
+        claims: Claims,
+    ) -> Result<Principal, ApiError> {
         if !state
             .key_cache
             .is_active(&state.db, &claims.tid, &claims.sub)

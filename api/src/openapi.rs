@@ -59,7 +59,7 @@ use crate::routes;
         (name = "api-keys", description = "API keys of a tenant (admin)"),
         (name = "models", description = "Model registry: registration, variants, profiles"),
         (name = "apps", description = "Applications"),
-        (name = "inference", description = "Online queries: model-less by application, or by model. The Open Inference Protocol (v2) is served under /v2"),
+        (name = "inference", description = "Online queries: model-less by application, or by model. The Open Inference Protocol (v2) is served under /v2, and over gRPC (inference.GRPCInferenceService) on its own port, 8001 by default"),
         (name = "cluster", description = "Workers and their instances"),
         (name = "jobs", description = "Offline (batch) jobs on spare capacity"),
         (name = "files", description = "The tenant's file area: job inputs and outputs"),

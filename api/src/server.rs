@@ -171,22 +171,35 @@ async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) ->
 /// A running server, for tests and the `serve` command.
 pub struct Server {
     pub addr: std::net::SocketAddr,
+    /// Where the Open Inference Protocol's gRPC service listens (`None`: `grpc_listen` off).
+    pub grpc_addr: Option<std::net::SocketAddr>,
     pub state: AppState,
     pub shutdown: CancellationToken,
     /// The autoscaling loops (`None` when `autoscale.enabled` is off).
     pub autoscaler: Option<Arc<infaas_control::autoscaler::Autoscaler>>,
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
+    grpc_handle: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
 }
 
 impl Server {
-    /// Binds `config.listen` (port 0 picks a free port) and starts serving.
+    /// Binds `config.listen` and `config.grpc_listen` (port 0 picks a free port) and starts
+    /// serving.
     pub async fn start(config: Config) -> anyhow::Result<Server> {
-        let listen = config.listen;
+        let (listen, grpc_listen) = (config.listen, config.grpc_listen);
         let state = build_state(config).await?;
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("binding {listen}"))?;
         let addr = listener.local_addr()?;
+        let grpc_listener = match grpc_listen {
+            Some(a) => Some(
+                tokio::net::TcpListener::bind(a)
+                    .await
+                    .with_context(|| format!("binding {a} (grpc_listen; 'off' turns it off)"))?,
+            ),
+            None => None,
+        };
+        let grpc_addr = grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let shutdown = CancellationToken::new();
         let autoscaler = infaas_control::loops::start(&state, addr, &shutdown);
         let app = router(state.clone());
@@ -196,12 +209,16 @@ impl Server {
                 .with_graceful_shutdown(async move { token.cancelled().await })
                 .await
         });
+        let grpc_handle = grpc_listener
+            .map(|l| tokio::spawn(crate::grpc::serve(l, state.clone(), shutdown.clone())));
         Ok(Server {
             addr,
+            grpc_addr,
             state,
             shutdown,
             autoscaler,
             handle,
+            grpc_handle,
         })
     }
 
@@ -213,18 +230,34 @@ impl Server {
         }
         let db = self.state.db.clone();
         let mut handle = self.handle;
-        match tokio::time::timeout(grace, &mut handle).await {
-            Ok(joined) => joined??,
+        let deadline = tokio::time::Instant::now() + grace;
+        let http = match tokio::time::timeout_at(deadline, &mut handle).await {
+            Ok(joined) => joined.map_err(anyhow::Error::from).and_then(|r| Ok(r?)),
             Err(_) => {
                 tracing::warn!(
                     "in-flight requests did not finish within {} s; closing them",
                     grace.as_secs()
                 );
                 handle.abort();
+                Ok(())
             }
-        }
+        };
+        let grpc = match self.grpc_handle {
+            None => Ok(()),
+            Some(mut grpc) => match tokio::time::timeout_at(deadline, &mut grpc).await {
+                Ok(joined) => joined.map_err(anyhow::Error::from).and_then(|r| Ok(r?)),
+                Err(_) => {
+                    tracing::warn!(
+                        "in-flight gRPC calls did not finish within {} s; closing them",
+                        grace.as_secs()
+                    );
+                    grpc.abort();
+                    Ok(())
+                }
+            },
+        };
         db.close().await;
-        Ok(())
+        http.and(grpc)
     }
 }
 
@@ -239,6 +272,13 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "infaas listening on http://{}",
         server.addr
     );
+    match server.grpc_addr {
+        Some(addr) => tracing::info!(
+            addr = %addr,
+            "Open Inference Protocol over gRPC listening on {addr}"
+        ),
+        None => tracing::info!("gRPC is off (grpc_listen = \"off\")"),
+    }
     infaas_worker::server::shutdown_signal().await;
     tracing::info!("shutting down: draining in-flight requests");
     server.stop(grace).await?;

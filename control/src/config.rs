@@ -21,6 +21,10 @@ pub enum LogFormat {
 pub struct Config {
     /// Address the HTTP API listens on.
     pub listen: SocketAddr,
+    /// Address the Open Inference Protocol's gRPC service listens on; `None` (`"off"` in
+    /// the file, the environment and the flag) serves no gRPC.
+    #[serde(with = "optional_addr")]
+    pub grpc_listen: Option<SocketAddr>,
     /// Directory for the embedded defaults (SQLite file, object directory).
     pub data_dir: PathBuf,
     /// `sqlite://PATH` or `postgres://USER:PASS@HOST/DB`; default: SQLite under `data_dir`.
@@ -324,6 +328,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            grpc_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8001))),
             data_dir: PathBuf::from("data"),
             database_url: None,
             object_store: None,
@@ -378,6 +383,9 @@ pub struct Overrides {
     pub config: Option<PathBuf>,
     #[arg(long, env = "INFAAS_LISTEN", global = true)]
     pub listen: Option<SocketAddr>,
+    /// Address of the gRPC service (Open Inference Protocol), or `off`.
+    #[arg(long, env = "INFAAS_GRPC_LISTEN", global = true)]
+    pub grpc_listen: Option<OptionalAddr>,
     #[arg(long, env = "INFAAS_DATA_DIR", global = true)]
     pub data_dir: Option<PathBuf>,
     #[arg(long, env = "INFAAS_DATABASE_URL", global = true)]
@@ -474,6 +482,52 @@ pub struct Overrides {
     pub traffic_horizon_minutes: Option<u64>,
 }
 
+/// A listen address that may be turned off: `HOST:PORT`, or `off` (also `none`, `false`,
+/// or empty) for none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalAddr(pub Option<SocketAddr>);
+
+impl std::str::FromStr for OptionalAddr {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<OptionalAddr, String> {
+        let s = s.trim();
+        if s.is_empty()
+            || ["off", "none", "false"]
+                .iter()
+                .any(|w| s.eq_ignore_ascii_case(w))
+        {
+            return Ok(OptionalAddr(None));
+        }
+        s.parse()
+            .map(|a| OptionalAddr(Some(a)))
+            .map_err(|_| format!("'{s}' is neither an address like 127.0.0.1:8001 nor 'off'"))
+    }
+}
+
+/// `Option<SocketAddr>` in the file as an address string or `"off"`.
+mod optional_addr {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::OptionalAddr;
+
+    pub fn serialize<S: Serializer>(v: &Option<SocketAddr>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str("off"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse::<OptionalAddr>()
+            .map(|OptionalAddr(a)| a)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// Why the configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -552,6 +606,9 @@ impl Config {
             simulated_gpu_profile,
             kubernetes_namespace
         );
+        if let Some(OptionalAddr(v)) = o.grpc_listen {
+            cfg.grpc_listen = v;
+        }
         let a = &mut cfg.autoscale;
         if let Some(v) = o.autoscale {
             a.enabled = v;
@@ -753,9 +810,48 @@ mod tests {
         .unwrap();
         let c = Config::load(&t.o).unwrap();
         assert_eq!(c.listen.to_string(), "127.0.0.1:7000");
+        assert_eq!(
+            c.grpc_listen,
+            Some(SocketAddr::from(([127, 0, 0, 1], 8001)))
+        );
         assert_eq!(c.jwt_ttl_secs, 60);
         assert_eq!(c.log_level, "debug");
         assert_eq!(c.default_quotas.max_models, 3);
+    }
+
+    #[test]
+    fn the_grpc_address_layers_and_turns_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("infaas.toml");
+        std::fs::write(&file, "grpc_listen = \"0.0.0.0:9001\"\n").unwrap();
+        let path = file.to_str().unwrap();
+        let t = T::try_parse_from(["t", "--config", path]).unwrap();
+        let c = Config::load(&t.o).unwrap();
+        assert_eq!(c.grpc_listen, Some("0.0.0.0:9001".parse().unwrap()));
+        // The flag wins, and `off` turns the service off.
+        let t = T::try_parse_from(["t", "--config", path, "--grpc-listen", "off"]).unwrap();
+        assert_eq!(Config::load(&t.o).unwrap().grpc_listen, None);
+        let t = T::try_parse_from(["t", "--grpc-listen", "127.0.0.1:0"]).unwrap();
+        assert_eq!(
+            Config::load(&t.o).unwrap().grpc_listen,
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        std::fs::write(&file, "grpc_listen = \"off\"\n").unwrap();
+        let t = T::try_parse_from(["t", "--config", path]).unwrap();
+        assert_eq!(Config::load(&t.o).unwrap().grpc_listen, None);
+        // Written back as the file takes it.
+        let off = toml::to_string(&Config::load(&t.o).unwrap()).unwrap();
+        assert!(off.contains("grpc_listen = \"off\""), "{off}");
+        // A bad value names itself.
+        let err = T::try_parse_from(["t", "--grpc-listen", "8001"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("'8001'"), "{err}");
+        std::fs::write(&file, "grpc_listen = \"nowhere\"\n").unwrap();
+        let err = Config::from_file(&file).unwrap_err().to_string();
+        assert!(err.contains("nowhere"), "{err}");
+        assert!(env_names().contains(&"INFAAS_GRPC_LISTEN".to_string()));
     }
 
     #[test]

@@ -58,7 +58,8 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    pub(crate) fn tensor(role: Role, name: &str, problem: TensorProblem) -> ProtocolError {
+    /// What is wrong with the tensor `name`.
+    pub fn tensor(role: Role, name: &str, problem: TensorProblem) -> ProtocolError {
         ProtocolError::Tensor {
             role,
             name: name.to_owned(),
@@ -123,6 +124,13 @@ pub enum TensorProblem {
         shape: Vec<usize>,
         datatype: &'static str,
         declared: u64,
+        needed: usize,
+    },
+    /// Raw contents (gRPC `raw_input_contents`) whose length the shape does not take.
+    RawSize {
+        shape: Vec<usize>,
+        datatype: &'static str,
+        actual: u64,
         needed: usize,
     },
     BinaryTruncated {
@@ -221,6 +229,17 @@ impl fmt::Display for TensorProblem {
             } => write!(
                 f,
                 "binary_data_size is {declared} but shape {} of {datatype} needs {needed} bytes",
+                Dims(shape)
+            ),
+            RawSize {
+                shape,
+                datatype,
+                actual,
+                needed,
+            } => write!(
+                f,
+                "the raw contents hold {actual} bytes but shape {} of {datatype} needs {needed} \
+                 bytes",
                 Dims(shape)
             ),
             BinaryTruncated { index } => {

@@ -43,8 +43,16 @@ pub struct ProcessConfig {
     pub stop_grace: Duration,
     /// Worker names are `{name_prefix}-{n}`, `n` counting from 1.
     pub name_prefix: String,
-    /// Further environment of the children (`INFAAS_WORKER_CORES`, `INFAAS_LOG_LEVEL`, ...).
+    /// Further environment of the children (`INFAAS_LOG_LEVEL`, ...).
     pub env: Vec<(String, String)>,
+    /// Cores of this machine, which every worker on it shares.
+    pub host_cores: usize,
+    /// Cores of this machine that other workers already offer (the controller's embedded
+    /// worker): a child is started only on cores nobody offers yet, since a second worker on
+    /// the same cores adds no capacity, only a network hop.
+    pub offered_cores: usize,
+    /// Cores each child offers (`None`: all that are left).
+    pub cores_per_worker: Option<usize>,
 }
 
 impl ProcessConfig {
@@ -68,7 +76,24 @@ impl ProcessConfig {
             stop_grace: Duration::from_secs(30),
             name_prefix: "worker".into(),
             env: Vec::new(),
+            host_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            offered_cores: 0,
+            cores_per_worker: None,
         }
+    }
+
+    /// Cores a new child would offer, given the cores the running ones offer; an error that
+    /// says why when none are left.
+    pub fn cores_for_next(&self, children_cores: usize) -> Result<usize, ProvisionError> {
+        let taken = self.offered_cores + children_cores;
+        let left = self.host_cores.saturating_sub(taken);
+        if left == 0 {
+            return Err(ProvisionError::Exhausted(format!(
+                "the {} cores of this machine are all offered by its workers ({} by the controller's embedded worker, {children_cores} by worker processes); another worker process on them would add no capacity (give the embedded worker fewer cores with worker_cores, or add machines with another provider)",
+                self.host_cores, self.offered_cores
+            )));
+        }
+        Ok(self.cores_per_worker.map_or(left, |c| c.clamp(1, left)))
     }
 
     /// The environment a child starts with (beside the controller's, which it inherits).
@@ -105,6 +130,8 @@ impl ProcessConfig {
 struct Running {
     worker: ProvisionedWorker,
     child: Child,
+    /// Cores the child offers.
+    cores: usize,
 }
 
 /// See the module documentation.
@@ -232,18 +259,24 @@ impl WorkerProvider for ProcessProvider {
             return Err(ProvisionError::Unsupported("gpu"));
         }
         self.reap();
-        let running = self.children.lock().map(|c| c.len()).unwrap_or(usize::MAX);
+        let (running, children_cores) = self
+            .children
+            .lock()
+            .map(|c| (c.len(), c.values().map(|r| r.cores).sum::<usize>()))
+            .unwrap_or((usize::MAX, usize::MAX));
         if running >= self.cfg.max_workers {
             return Err(ProvisionError::Exhausted(format!(
                 "{running} worker processes run, the configured maximum is {}",
                 self.cfg.max_workers
             )));
         }
+        let cores = self.cfg.cores_for_next(children_cores)?;
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}-{n}", self.cfg.name_prefix);
         let mut cmd = Command::new(&self.cfg.binary);
         cmd.args(["worker", "--controller", &self.cfg.controller_url])
             .envs(self.cfg.child_env(&name))
+            .env("INFAAS_WORKER_CORES", cores.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -260,13 +293,14 @@ impl WorkerProvider for ProcessProvider {
             hardware,
             started_at_ms: now_ms(),
         };
-        tracing::info!(worker = %name, pid = ?child.id(), "worker process started");
+        tracing::info!(worker = %name, pid = ?child.id(), cores, "worker process started");
         if let Ok(mut c) = self.children.lock() {
             c.insert(
                 name,
                 Running {
                     worker: worker.clone(),
                     child,
+                    cores,
                 },
             );
         }
@@ -322,6 +356,8 @@ mod tests {
             max,
         );
         c.stop_grace = Duration::from_secs(5);
+        c.host_cores = 64;
+        c.cores_per_worker = Some(1);
         c
     }
 
@@ -341,7 +377,7 @@ mod tests {
         let path = dir.join("fake-infaas");
         std::fs::write(
             &path,
-            "#!/bin/sh\necho \"$INFAAS_WORKER_NAME $INFAAS_CLUSTER_TOKEN $INFAAS_WORKER_LISTEN $1 $2 $3\" > \"$(dirname \"$0\")/$INFAAS_WORKER_NAME.env\"\nexec sleep 600\n",
+            "#!/bin/sh\necho \"$INFAAS_WORKER_NAME $INFAAS_CLUSTER_TOKEN $INFAAS_WORKER_LISTEN $1 $2 $3\" > \"$(dirname \"$0\")/$INFAAS_WORKER_NAME.env\"\necho \"$INFAAS_WORKER_CORES\" > \"$(dirname \"$0\")/$INFAAS_WORKER_NAME.cores\"\nexec sleep 600\n",
         )
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
@@ -416,6 +452,65 @@ mod tests {
             }
             assert!(gone, "child {pid} outlived the provider");
         }
+    }
+
+    async fn read_when_written(path: &std::path::Path) -> String {
+        for _ in 0..100 {
+            let seen = std::fs::read_to_string(path).unwrap_or_default();
+            if !seen.is_empty() {
+                return seen.trim().to_owned();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        String::new()
+    }
+
+    #[tokio::test]
+    async fn children_only_get_cores_no_other_worker_offers() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(dir.path());
+        let mut cfg = config(bin.to_str().unwrap(), 8);
+        // A 6-core machine whose embedded worker offers 2 cores; children take what is left.
+        (cfg.host_cores, cfg.offered_cores, cfg.cores_per_worker) = (6, 2, Some(3));
+        let p = ProcessProvider::new(cfg);
+        let a = p.add(HardwareKind::Cpu).await.unwrap();
+        let b = p.add(HardwareKind::Cpu).await.unwrap();
+        let cores = |n: &str| dir.path().join(format!("{n}.cores"));
+        assert_eq!(read_when_written(&cores(&a.name)).await, "3");
+        assert_eq!(
+            read_when_written(&cores(&b.name)).await,
+            "1",
+            "only 1 core was left"
+        );
+        // Every core is offered: a third worker would add no capacity.
+        match p.add(HardwareKind::Cpu).await {
+            Err(ProvisionError::Exhausted(why)) => {
+                assert!(why.contains("6 cores of this machine"), "{why}");
+                assert!(
+                    why.contains("2 by the controller's embedded worker"),
+                    "{why}"
+                );
+            }
+            other => panic!("a worker on cores already offered: {other:?}"),
+        }
+        p.remove(&b).await.unwrap();
+        let c = p.add(HardwareKind::Cpu).await.unwrap();
+        assert_eq!(read_when_written(&cores(&c.name)).await, "1");
+    }
+
+    #[tokio::test]
+    async fn on_a_machine_the_embedded_worker_covers_no_child_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = script(dir.path());
+        let mut cfg = config(bin.to_str().unwrap(), 4);
+        // The default: the embedded worker offers all of the machine's cores.
+        (cfg.host_cores, cfg.offered_cores, cfg.cores_per_worker) = (2, 2, None);
+        let p = ProcessProvider::new(cfg);
+        assert!(matches!(
+            p.add(HardwareKind::Cpu).await,
+            Err(ProvisionError::Exhausted(_))
+        ));
+        assert!(p.list().await.unwrap().is_empty());
     }
 
     #[tokio::test]

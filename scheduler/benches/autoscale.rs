@@ -105,6 +105,7 @@ fn case(rng: &mut Rng) -> Case {
                 vec![HardwareKind::Cpu]
             },
             cores: 32,
+            cpu_cores: 32,
             cores_used: 0,
             memory_bytes: 128_000_000_000,
             memory_used: 0,

@@ -147,6 +147,7 @@ fn snapshot(n: &Names, rng: &mut Rng) -> Snapshot {
                 vec![HardwareKind::Cpu]
             },
             cores,
+            cpu_cores: cores,
             cores_used: rng.below(cores + 1),
             memory_bytes: 64_000_000_000,
             memory_used: (rng.unit() * 64e9) as u64,

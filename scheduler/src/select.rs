@@ -13,7 +13,8 @@
 //!      latency.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
 //!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then, among
-//!    those that run about as fast as the fastest of them, the fewest threads): the
+//!    those that run about as fast as the fastest of them, the fewest threads, then for a query
+//!    without an SLO the largest max batch): the
 //!    least-utilised worker with the variant's hardware, enough free cores for its threads and
 //!    enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
@@ -275,7 +276,10 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         .take_while(|v| q.min_accuracy.is_none_or(|min| v.accuracy >= min))
         .any(|v| eligible(v, q, prices, rows));
     if any_eligible {
-        if let Some(mut load) = best_load(s, q, prices, list, rows, explain) {
+        // With instances already live (busy, overloaded or interfered), a load is a replica:
+        // worth it only on a CPU that has idle cores for it.
+        let replica = fallback.is_some();
+        if let Some(mut load) = best_load(s, q, prices, list, rows, replica, explain) {
             if let Decision::Load {
                 wait: false,
                 predicted_ms,
@@ -326,6 +330,7 @@ fn best_load(
     prices: &Prices,
     list: &[usize],
     rows: usize,
+    replica: bool,
     explain: bool,
 ) -> Option<Decision> {
     let variants = s.variants();
@@ -341,7 +346,7 @@ fn best_load(
         if lowest.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
             continue;
         }
-        if let Some(w) = place(s, v) {
+        if let Some(w) = place(s, v, replica) {
             lowest = Some((vi, w, total));
         }
     }
@@ -353,17 +358,29 @@ fn best_load(
     let fastest = near()
         .map(|(_, v, _)| v.latency_ms(rows))
         .fold(f64::INFINITY, f64::min);
+    // A query without an SLO: of variants alike so far (of one file, differing only in max
+    // batch: a lone query runs alike on them, since an idle instance never waits for company),
+    // the one that batches most keeps up with the most load. Under an SLO a larger batch also
+    // makes every query in it wait longer, so the fastest run decides as before.
+    let batch = |v: &VariantEntry| {
+        if q.latency_slo_ms.is_none() {
+            v.max_batch
+        } else {
+            0
+        }
+    };
     let mut chosen: Option<(usize, usize, f64)> = None;
     for (vj, v, t) in near() {
         let run = v.latency_ms(rows);
         let better = chosen.is_none_or(|(c, _, _)| {
             let c = &variants[c];
-            (v.threads, run) < (c.threads, c.latency_ms(rows))
+            (v.threads, run, std::cmp::Reverse(batch(v)))
+                < (c.threads, c.latency_ms(rows), std::cmp::Reverse(batch(c)))
         });
         if run > fastest * (1.0 + LOAD_TIE) || !better {
             continue;
         }
-        if let Some(w) = place(s, v) {
+        if let Some(w) = place(s, v, replica) {
             chosen = Some((vj, w, t));
         }
     }
@@ -412,7 +429,7 @@ fn best_load(
     requirements(&mut reason, v, q, prices, rows);
     _ = write!(
         reason,
-        "; lowest load + latency among eligible variants (near ties: the fewest threads among the fastest); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
+        "; lowest load + latency among eligible variants (near ties: the fewest threads among the fastest, then without an SLO the largest batch); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
         v.hardware.as_str(),
         w.utilisation,
         w.free_cores()
@@ -429,12 +446,21 @@ fn best_load(
 
 /// The least-loaded ([`WorkerEntry::load`]) live worker with `v`'s hardware, free cores for
 /// its threads and free memory for it.
-fn place(s: &Snapshot, v: &VariantEntry) -> Option<usize> {
+/// The least-loaded live worker that can host `v`. A `replica` of a CPU variant (its family
+/// already has live instances, all busy) also needs idle CPU cores for its threads: on a CPU
+/// that is busy anyway another instance adds no capacity, only a second queue.
+fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let workers = s.workers();
+    let adds_capacity = |w: &crate::snapshot::WorkerEntry| {
+        !replica || v.hardware != infaas_core::HardwareKind::Cpu || w.idle_cpu_cores() >= v.threads
+    };
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
-        if w.can_host(v) && best.is_none_or(|b| w.load().total_cmp(&workers[b].load()).is_lt()) {
+        if w.can_host(v)
+            && adds_capacity(w)
+            && best.is_none_or(|b| w.load().total_cmp(&workers[b].load()).is_lt())
+        {
             best = Some(wi);
         }
     }
@@ -865,6 +891,40 @@ mod tests {
         }
     }
 
+    /// A replica for a busy instance goes only to a CPU with idle cores: on a CPU that is
+    /// busy anyway (one worker, the request path's own threads taking the cores) it would add a
+    /// second queue, not capacity, so the busy instance serves. A first instance of a variant
+    /// is loaded wherever it fits, busy or not.
+    #[test]
+    fn no_replica_on_a_cpu_without_idle_cores() {
+        let mut f = fixture();
+        let small = f.small;
+        let w = f.worker("only", 0.1);
+        let hot = f.instance("hot", small, w);
+        let mut s = f.b.build();
+        s.set_instance_state(hot, InstanceState::Overloaded)
+            .unwrap();
+        let q = app(Some(1.0), None);
+        // 8 cores at 10% busy: a replica.
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+        // The same cores, all busy (budget still free): the overloaded instance serves.
+        s.set_worker_usage(w, 1, 0, 0.97).unwrap();
+        match select_with(&s, &q, &PRICES, true) {
+            Decision::Serve {
+                instance, reason, ..
+            } => {
+                assert_eq!(instance, hot);
+                assert!(reason.contains("no worker can load"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // With nothing loaded, a busy CPU still gets the first instance.
+        let mut f = fixture();
+        f.worker("only", 0.97);
+        let s = f.b.build();
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+    }
+
     #[test]
     fn dead_workers_instances_are_ignored() {
         let mut f = fixture();
@@ -1030,6 +1090,32 @@ mod tests {
             loaded(&[("slow", 0.04, 1, 1.3), ("fast", 0.01, 1, 1.5)]),
             "fast"
         );
+    }
+
+    /// Variants of one file that differ only in max batch run a lone query alike; for a query
+    /// without an SLO rule 2 loads the one that batches most (under load it keeps up with the
+    /// most). Before, the first listed was loaded (here max batch 2).
+    #[test]
+    fn load_takes_the_largest_batch_among_equals() {
+        let load_with = |slo: Option<f64>| {
+            let mut b = Snapshot::builder();
+            for (id, max_batch) in [("b2", 2), ("b64", 64), ("b8", 8), ("b1", 1)] {
+                let mut v = variant(id, "m", 0.9, 0.05);
+                v.max_batch = max_batch;
+                v.latency = (0..7)
+                    .map(|k| 1usize << k)
+                    .map(|batch| crate::snapshot::tests::point(batch, 0.05 * batch as f64))
+                    .collect();
+                b.add_variant("acme", v).unwrap();
+            }
+            b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+            let s = b.build();
+            match select(&s, &app(slo, Some(0.5)), &PRICES) {
+                Decision::Load { variant, .. } => s.variants()[variant].id.clone(),
+                d => panic!("{d:?}"),
+            }
+        };
+        assert_eq!(load_with(None), "b64");
     }
 
     /// The variant rule 2 loads for an application query, on one idle worker, among variants

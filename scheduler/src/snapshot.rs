@@ -92,8 +92,12 @@ impl VariantEntry {
 pub struct WorkerEntry {
     pub id: String,
     pub hardware: Vec<HardwareKind>,
+    /// Intra-op threads the worker's instances may reserve in total (its thread budget; idle
+    /// sessions use no CPU, so this may exceed `cpu_cores`).
     pub cores: usize,
     pub cores_used: usize,
+    /// Cores of the worker's CPU: what its instances' threads actually run on.
+    pub cpu_cores: usize,
     pub memory_bytes: u64,
     pub memory_used: u64,
     pub alive: bool,
@@ -113,6 +117,13 @@ impl WorkerEntry {
 
     pub fn free_cores(&self) -> usize {
         self.cores.saturating_sub(self.cores_used)
+    }
+
+    /// Cores of the worker's CPU that are idle now (`cpu_cores` less its busy fraction): what
+    /// more threads on this worker can use. Threads given beyond these add no capacity.
+    pub fn idle_cpu_cores(&self) -> usize {
+        let idle = (1.0 - self.utilisation.clamp(0.0, 1.0)) * self.cpu_cores as f64;
+        (idle + 1e-9).floor() as usize
     }
 
     pub fn free_memory(&self) -> u64 {
@@ -672,6 +683,7 @@ pub(crate) mod tests {
             id: id.to_owned(),
             hardware: hw.to_vec(),
             cores: 8,
+            cpu_cores: 8,
             cores_used: 0,
             memory_bytes: 16 << 30,
             memory_used: 0,

@@ -1562,6 +1562,7 @@ fn worker(id: String, hardware: Vec<HardwareKind>, cores: usize, c: &Cluster) ->
         id,
         hardware,
         cores,
+        cpu_cores: cores,
         cores_used: 0,
         memory_bytes: c.worker_memory_bytes,
         memory_used: 0,

@@ -267,6 +267,11 @@ impl Platform {
         }
     }
 
+    /// `http://` and the address of the gRPC service (the server must have it on).
+    pub fn grpc_url(&self) -> String {
+        crate::server::grpc_url(&self.server)
+    }
+
     /// Stops the server (the database pool closes; background work pauses).
     pub async fn stop(self) {
         self.server

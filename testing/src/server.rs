@@ -15,11 +15,12 @@ use serde_json::Value;
 
 use crate::backends::Backends;
 
-/// A server configuration on `b`: port 0, data under the test's directory, the JWT secret
-/// generated (and kept in the database), 15-minute tokens.
+/// A server configuration on `b`: port 0 (HTTP and gRPC), data under the test's directory,
+/// the JWT secret generated (and kept in the database), 15-minute tokens.
 pub fn config_for(b: &Backends) -> Config {
     Config {
         listen: "127.0.0.1:0".parse().expect("an address"),
+        grpc_listen: Some("127.0.0.1:0".parse().expect("an address")),
         data_dir: b.dir.path().join("data"),
         database_url: Some(b.database_url.clone()),
         object_store: Some(b.object_store.clone()),
@@ -33,6 +34,15 @@ pub fn config_for(b: &Backends) -> Config {
         },
         ..Config::default()
     }
+}
+
+/// `http://` and the address of `server`'s gRPC service, for
+/// `infaas_api::grpc::Client::connect`; panics when `grpc_listen` is off.
+pub fn grpc_url(server: &Server) -> String {
+    let addr = server
+        .grpc_addr
+        .expect("the server serves gRPC (grpc_listen is not off)");
+    format!("http://{addr}")
 }
 
 /// A tenant with its first admin key.
@@ -70,6 +80,11 @@ impl TestServer {
             .build()
             .expect("an HTTP client");
         TestServer { server, http, base }
+    }
+
+    /// `http://` and the address of the gRPC service (the server must have it on).
+    pub fn grpc_url(&self) -> String {
+        grpc_url(&self.server)
     }
 
     pub async fn stop(self) {

@@ -1,6 +1,11 @@
 //! The Open Inference Protocol (v2, KServe / Triton REST) with the binary tensor extension.
 //! A v2 model name is an application (model-less: `latency_ms`, `min_accuracy` and
 //! `max_cost` go in the request's `parameters`) or a registered model.
+//!
+//! What the REST and the gRPC edge ([`crate::grpc`]) share lives here: which target a
+//! name means ([`goal`]), readiness, a target's signature ([`signature`]), the
+//! requirements read from request parameters ([`requirements`]) and what a response says
+//! about how it was served ([`outcome_parameters`]).
 
 use std::io::Read;
 
@@ -19,17 +24,43 @@ use crate::error::{ApiError, ApiResult};
 use crate::routes::infer::outcome_headers;
 use crate::state::AppState;
 use infaas_control::cluster::schema;
-use infaas_control::serving::{serve, Goal, Requirements};
+use infaas_control::serving::{serve, Goal, Outcome, Requirements};
+
+/// The server name both v2 edges report.
+pub const SERVER_NAME: &str = "infaas";
+/// The extension both v2 edges report besides their transport's own: a model name may be
+/// an application, served model-less.
+pub const MODEL_LESS: &str = "model_less";
+/// The platform a v2 model reports.
+pub const PLATFORM: &str = "onnxruntime_onnx";
+/// The versions a v2 model reports (variants are chosen per query, not by version).
+pub const VERSIONS: [&str; 1] = ["1"];
+
+/// One tensor of a signature: name, datatype and shape (`-1` for a variable dimension).
+pub type TensorSpec = (String, DataType, Vec<i64>);
+
+/// The inputs and outputs of a model or of an application's models.
+#[derive(Debug, Clone, Default)]
+pub struct Signature {
+    pub inputs: Vec<TensorSpec>,
+    pub outputs: Vec<TensorSpec>,
+}
 
 /// `GET /v2/health/live`.
 pub async fn live() -> StatusCode {
     StatusCode::OK
 }
 
+/// Whether the server is ready: the database and object store answer and the runtime
+/// loaded.
+pub async fn server_is_ready(state: &AppState) -> bool {
+    let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
+    db.is_ok() && objects.is_ok() && state.runtime.is_ok()
+}
+
 /// `GET /v2/health/ready`: the database and object store answer.
 pub async fn ready(State(state): State<AppState>) -> StatusCode {
-    let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
-    if db.is_ok() && objects.is_ok() && state.runtime.is_ok() {
+    if server_is_ready(&state).await {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -39,16 +70,16 @@ pub async fn ready(State(state): State<AppState>) -> StatusCode {
 /// `GET /v2`: server metadata.
 pub async fn server(_p: Principal) -> Response {
     axum::Json(server_metadata(
-        "infaas",
+        SERVER_NAME,
         env!("CARGO_PKG_VERSION"),
-        &[BINARY_TENSOR_DATA, "model_less"],
+        &[BINARY_TENSOR_DATA, MODEL_LESS],
     ))
     .into_response()
 }
 
 /// Whether `name` means a model or an application: a served model wins, then a served
 /// application, then whatever the database knows.
-async fn goal<'a>(state: &AppState, tenant: &str, name: &'a str) -> Goal<'a> {
+pub async fn goal<'a>(state: &AppState, tenant: &str, name: &'a str) -> Goal<'a> {
     let catalog = state.cluster.catalog();
     if catalog.model(tenant, name).is_some() {
         return Goal::Model(name);
@@ -66,7 +97,9 @@ fn dtype(s: &str) -> DataType {
     DataType::parse(s).unwrap_or(DataType::Fp32)
 }
 
-async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<Response> {
+/// The signature of the model or application `name` of `tenant`: a served one's, else a
+/// registered model's inputs (a model that is not ready yet still has a signature).
+pub async fn signature(state: &AppState, tenant: &str, name: &str) -> ApiResult<Signature> {
     let catalog = state.cluster.catalog();
     let served = catalog
         .model(tenant, name)
@@ -74,12 +107,10 @@ async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<R
     let first = match served {
         Some(s) => s.clone(),
         None => {
-            // A registered model that is not ready yet still has a signature.
             let m = state.db.get_model(tenant, name).await.map_err(|_| {
                 ApiError::NotFound(format!("no model or application named '{name}'"))
             })?;
-            let inputs = schema::inputs_of(m.signature.as_ref());
-            let io: Vec<(String, DataType, Vec<i64>)> = inputs
+            let inputs = schema::inputs_of(m.signature.as_ref())
                 .iter()
                 .map(|i| {
                     (
@@ -91,18 +122,14 @@ async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<R
                     )
                 })
                 .collect();
-            let refs: Vec<(&str, DataType, &[i64])> = io
-                .iter()
-                .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
-                .collect();
-            return Ok(
-                axum::Json(model_metadata(name, &["1"], "onnxruntime_onnx", &refs, &[]))
-                    .into_response(),
-            );
+            return Ok(Signature {
+                inputs,
+                outputs: Vec::new(),
+            });
         }
     };
     let sig = first.entry.signature.clone().unwrap_or_default();
-    let io = |key: &str| -> Vec<(String, DataType, Vec<i64>)> {
+    let io = |key: &str| -> Vec<TensorSpec> {
         sig[key]
             .as_array()
             .map(|a| {
@@ -122,16 +149,21 @@ async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<R
             })
             .unwrap_or_default()
     };
-    let (inputs, outputs) = (io("inputs"), io("outputs"));
-    let i: Vec<(&str, DataType, &[i64])> = inputs
-        .iter()
-        .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
-        .collect();
-    let o: Vec<(&str, DataType, &[i64])> = outputs
-        .iter()
-        .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
-        .collect();
-    Ok(axum::Json(model_metadata(name, &["1"], "onnxruntime_onnx", &i, &o)).into_response())
+    Ok(Signature {
+        inputs: io("inputs"),
+        outputs: io("outputs"),
+    })
+}
+
+async fn metadata_for(state: &AppState, tenant: &str, name: &str) -> ApiResult<Response> {
+    let sig = signature(state, tenant, name).await?;
+    fn refs(ts: &[TensorSpec]) -> Vec<(&str, DataType, &[i64])> {
+        ts.iter()
+            .map(|(n, d, s)| (n.as_str(), *d, s.as_slice()))
+            .collect()
+    }
+    let (i, o) = (refs(&sig.inputs), refs(&sig.outputs));
+    Ok(axum::Json(model_metadata(name, &VERSIONS, PLATFORM, &i, &o)).into_response())
 }
 
 /// `GET /v2/models/{name}`: inputs and outputs of a model or of an application's models.
@@ -152,10 +184,14 @@ pub async fn model_version(
     metadata_for(&state, &p.tenant_id, &name).await
 }
 
-fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
+/// Whether `tenant` has a model or application `name` that serves.
+pub fn model_is_ready(state: &AppState, tenant: &str, name: &str) -> bool {
     let catalog = state.cluster.catalog();
-    let served = catalog.model(tenant, name).is_some() || catalog.app(tenant, name).is_some();
-    if served {
+    catalog.model(tenant, name).is_some() || catalog.app(tenant, name).is_some()
+}
+
+fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
+    if model_is_ready(state, tenant, name) {
         StatusCode::OK
     } else {
         StatusCode::BAD_REQUEST
@@ -212,6 +248,18 @@ fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Vec<u
     Ok(out)
 }
 
+/// The model-less requirements of a request, each read by `number` from the request's
+/// parameter of that name (`None` when absent).
+pub fn requirements(
+    mut number: impl FnMut(&str) -> ApiResult<Option<f64>>,
+) -> ApiResult<Requirements> {
+    Ok(Requirements {
+        latency_ms: number("latency_ms")?,
+        min_accuracy: number("min_accuracy")?,
+        max_cost: number("max_cost")?,
+    })
+}
+
 fn number(
     params: &serde_json::Map<String, serde_json::Value>,
     key: &str,
@@ -223,6 +271,32 @@ fn number(
             .map(Some)
             .ok_or_else(|| ApiError::BadRequest(format!("parameter '{key}' must be a number"))),
     }
+}
+
+/// How a query was served, as a v2 response's `parameters`: `app`, `model`, `variant`,
+/// `worker`, `hardware`, `reason` (strings), `accuracy`, `predicted_ms`, `latency_ms`,
+/// `cost` (numbers).
+pub fn outcome_parameters(o: &Outcome) -> serde_json::Map<String, serde_json::Value> {
+    let mut params = serde_json::Map::new();
+    for (k, v) in [
+        ("app", &o.app),
+        ("model", &o.model),
+        ("variant", &o.variant),
+        ("worker", &o.worker),
+        ("hardware", &o.hardware),
+        ("reason", &o.reason),
+    ] {
+        params.insert(k.into(), v.clone().into());
+    }
+    for (k, v) in [
+        ("accuracy", o.accuracy),
+        ("predicted_ms", o.predicted_ms),
+        ("latency_ms", o.latency_ms),
+        ("cost", o.cost),
+    ] {
+        params.insert(k.into(), v.into());
+    }
+    params
 }
 
 async fn infer_named(
@@ -241,11 +315,7 @@ async fn infer_named(
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let mut req =
         decode_v2_request(&body, header_length).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let want = Requirements {
-        latency_ms: number(&req.parameters, "latency_ms")?,
-        min_accuracy: number(&req.parameters, "min_accuracy")?,
-        max_cost: number(&req.parameters, "max_cost")?,
-    };
+    let want = requirements(|key| number(&req.parameters, key))?;
     let outcome = serve(
         &state,
         &p.tenant_id,
@@ -254,12 +324,7 @@ async fn infer_named(
         std::mem::take(&mut req.inputs),
     )
     .await?;
-    let mut params = serde_json::Map::new();
-    params.insert("variant".into(), outcome.variant.clone().into());
-    params.insert("worker".into(), outcome.worker.clone().into());
-    params.insert("reason".into(), outcome.reason.clone().into());
-    params.insert("predicted_ms".into(), outcome.predicted_ms.into());
-    params.insert("latency_ms".into(), outcome.latency_ms.into());
+    let params = outcome_parameters(&outcome);
     let encoded = encode_v2_response(
         &name,
         version.as_deref(),

@@ -235,6 +235,7 @@ mod tests {
                 id: format!("w{w}"),
                 hardware: vec![HardwareKind::Cpu],
                 cores: 4,
+                cpu_cores: 4,
                 cores_used: 0,
                 memory_bytes: 1 << 30,
                 memory_used: 0,

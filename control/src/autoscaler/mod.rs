@@ -161,9 +161,10 @@ fn make_provider(
                     cfg.queue_capacity_rows.to_string(),
                 ),
             ];
-            if let Some(c) = a.provisioned_worker_cores.or(cfg.worker_cores) {
-                env.push(("INFAAS_WORKER_CORES".into(), c.to_string()));
-            }
+            // Children share this machine's cores with the embedded worker; the provider
+            // starts one only on cores nobody offers yet.
+            p.offered_cores = cfg.worker_cores();
+            p.cores_per_worker = a.provisioned_worker_cores.or(cfg.worker_cores);
             if let Some(t) = cfg.worker_thread_budget {
                 env.push(("INFAAS_WORKER_THREAD_BUDGET".into(), t.to_string()));
             }

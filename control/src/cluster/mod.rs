@@ -588,6 +588,7 @@ impl Cluster {
                 id: w.beat.worker.id.clone(),
                 hardware: w.beat.worker.hardware.clone(),
                 cores: w.beat.worker.thread_budget,
+                cpu_cores: w.beat.worker.cores,
                 cores_used: w.beat.threads_used.saturating_sub(evictable.0),
                 memory_bytes: w.beat.worker.memory_budget_bytes,
                 memory_used: w.beat.memory_used_bytes.saturating_sub(evictable.1),

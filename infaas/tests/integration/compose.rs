@@ -184,12 +184,14 @@ fn controller_variables_are_real_and_point_at_the_services() {
         garage["GARAGE_DEFAULT_SECRET_KEY"]
     );
 
-    // The API port is published.
-    let listen = port_of(&env["INFAAS_LISTEN"]);
-    assert!(
-        published_ports(service(&doc, "controller")).contains(&listen),
-        "port {listen} is not published"
-    );
+    // The API ports (HTTP and gRPC) are published.
+    for var in ["INFAAS_LISTEN", "INFAAS_GRPC_LISTEN"] {
+        let listen = port_of(&env[var]);
+        assert!(
+            published_ports(service(&doc, "controller")).contains(&listen),
+            "port {listen} of {var} is not published"
+        );
+    }
 }
 
 #[test]

@@ -181,6 +181,8 @@ async fn serve_runs_until_sigterm_and_exits_cleanly() {
         dir.path().to_str().unwrap(),
         "--listen",
         "127.0.0.1:0",
+        "--grpc-listen",
+        "127.0.0.1:0",
         "serve",
     ])
     .stdout(Stdio::null())
@@ -219,6 +221,39 @@ async fn serve_runs_until_sigterm_and_exits_cleanly() {
         }
     };
     assert_ne!(addr.port(), 0, "the real port is logged");
+    // The gRPC service's address is logged next.
+    let grpc_addr: SocketAddr = loop {
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => line,
+            Err(e) => {
+                let _ = child.kill();
+                panic!(
+                    "no 'gRPC listening on' line ({e}); log so far:\n{}",
+                    log.join("\n")
+                );
+            }
+        };
+        let found = line.split("gRPC listening on ").nth(1).map(|rest| {
+            rest.split(|c: char| c.is_whitespace() || c == '\u{1b}')
+                .next()
+                .unwrap_or_default()
+                .parse()
+        });
+        log.push(line);
+        if let Some(parsed) = found {
+            break parsed.expect("an address after 'gRPC listening on '");
+        }
+    };
+    assert_ne!(grpc_addr.port(), 0, "the real gRPC port is logged");
+    let mut grpc = infaas_api::grpc::Client::connect(format!("http://{grpc_addr}"))
+        .await
+        .unwrap();
+    let live = grpc
+        .server_live(infaas_api::grpc::pb::ServerLiveRequest {})
+        .await
+        .unwrap();
+    assert!(live.get_ref().live);
+    drop(grpc);
 
     let resp = reqwest::Client::builder()
         .no_proxy()
@@ -257,5 +292,9 @@ async fn serve_runs_until_sigterm_and_exits_cleanly() {
     assert!(
         TcpStream::connect(addr).await.is_err(),
         "the port is open after exit"
+    );
+    assert!(
+        TcpStream::connect(grpc_addr).await.is_err(),
+        "the gRPC port is open after exit"
     );
 }

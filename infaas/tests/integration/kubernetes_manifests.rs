@@ -223,6 +223,25 @@ fn controller_service_secret_and_provider_settings_agree() {
         .find(|p| p["name"] == svc_port["targetPort"])
         .expect("the Service's targetPort names a controller port");
     assert_eq!(s(&named_port["containerPort"]), listen_port);
+    // The gRPC service (Open Inference Protocol) listens on the port the Service names.
+    let grpc_port = s(&ce["INFAAS_GRPC_LISTEN"])
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let grpc_svc = service["spec"]["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "grpc")
+        .expect("the Service has a grpc port");
+    let grpc_named = container(controller)["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == grpc_svc["targetPort"])
+        .expect("the Service's grpc targetPort names a controller port");
+    assert_eq!(s(&grpc_named["containerPort"]), grpc_port);
     let pod_labels = labels(&controller["spec"]["template"]["metadata"]["labels"]);
     for (k, v) in labels(&service["spec"]["selector"]) {
         assert_eq!(pod_labels.get(&k), Some(&v));

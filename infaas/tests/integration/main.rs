@@ -1,12 +1,13 @@
 //! The integration suite of infaas, one binary: the HTTP API, dashboard, registry, serving,
-//! jobs, autoscaling, CLI, SDK clients, deployment files and the workspace layout, each a
-//! module. Fixtures come from the `infaas-testing` crate.
+//! the gRPC edge, jobs, autoscaling, CLI, SDK clients, deployment files and the workspace
+//! layout, each a module. Fixtures come from the `infaas-testing` crate.
 
 mod autoscaling;
 mod browser;
 mod cli;
 mod compose;
 mod dashboard_jobs;
+mod grpc;
 mod http_auth;
 mod http_basics;
 mod http_dashboard;

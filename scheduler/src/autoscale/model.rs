@@ -10,7 +10,8 @@
 //!   VM-Autoscaler sees the resulting overload and adds a worker).
 //! - Headroom above `scale_down`: repeatedly the step that lowers the objective most, of
 //!   *removing* one removable instance or *downgrading* one: replacing it with as many
-//!   instances of a cheaper loadable variant as keep the headroom, when their price and load
+//!   instances of a cheaper loadable variant (of at least the same max batch) as keep the
+//!   headroom, when their price and load
 //!   term are below the removed instance's price. Each step keeps headroom at least `slack`;
 //!   steps go on while headroom is above `scale_down`. A step that takes the last instance off
 //!   a releasable worker (one the provider started) also saves that worker's price, so scaling
@@ -225,7 +226,13 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
             }
             // Downgrade: replace it with as many instances of a cheaper variant as needed.
             for &j in &fam.variants {
-                if j == i || !p.loadable[j] || p.rate[j] >= p.rate[i] {
+                // Never to a variant that batches less: under load the instance's batches are
+                // what keeps it ahead of its queue.
+                if j == i
+                    || !p.loadable[j]
+                    || p.rate[j] >= p.rate[i]
+                    || variants[j].max_batch < variants[i].max_batch
+                {
                     continue;
                 }
                 let n = count_for(demand - (capacity - p.peak[i]), p.peak[j]).max(1);

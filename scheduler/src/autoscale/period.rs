@@ -123,7 +123,14 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
     };
     let mut out = PeriodPlan::default();
-    let free: Vec<usize> = s.workers().iter().map(|w| w.free_cores()).collect();
+    // Threads count against the cores they run on: a worker's spare threads for vertical
+    // scaling are its idle CPU cores (within its thread budget). Threads on a busy CPU add no
+    // capacity.
+    let free: Vec<usize> = s
+        .workers()
+        .iter()
+        .map(|w| w.free_cores().min(w.idle_cpu_cores()))
+        .collect();
     // Families that got threads this period: the plan may only add to them.
     let mut grown: Vec<usize> = Vec::new();
     for (f, fam) in input.families.iter().enumerate() {
@@ -342,4 +349,80 @@ fn short_demands(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autoscale::greedy;
+    use crate::snapshot::tests::{instance, point, variant, worker};
+    use crate::snapshot::InstanceEntry;
+
+    /// One Overloaded CPU instance at 1 thread (peak 1,000 rows/s) asked for 1,500 rows/s, on a
+    /// worker with a budget of 8 threads and 2 CPU cores busy by the fraction `utilisation`:
+    /// the threads vertical scaling gives it (0: none).
+    fn threads_given(utilisation: f64) -> usize {
+        let mut b = Snapshot::builder();
+        let mut v = variant("v", "m", 0.9, 1.0);
+        v.latency = vec![point(1, 1.0), point(8, 8.0)];
+        let v = b.add_variant("acme", v).unwrap();
+        let mut w = worker("w", &[HardwareKind::Cpu], utilisation);
+        w.cpu_cores = 2;
+        w.cores_used = 1;
+        b.add_worker(w).unwrap();
+        let i = b
+            .add_instance(InstanceEntry {
+                state: InstanceState::Overloaded,
+                qps: 1000.0,
+                queue_len: 40,
+                ..instance("i", v, 0)
+            })
+            .unwrap();
+        let s = b.build();
+        let families = [FamilyState {
+            tenant: "acme",
+            model: "m",
+            instances: vec![i],
+            load_qps: 1500.0,
+            stable_periods: 0,
+            slo_ms: None,
+            min_accuracy: None,
+            busy: false,
+        }];
+        let input = PeriodInput {
+            snapshot: &s,
+            families: &families,
+            threads: &[],
+            ages_ms: &[],
+            releasable: &[],
+            interfered_periods: &[],
+            prices: Prices::default(),
+            config: PeriodConfig {
+                vertical_enabled: true,
+                ..PeriodConfig::default()
+            },
+        };
+        model_period(&input, greedy)
+            .actions
+            .iter()
+            .find_map(|(_, a)| match a.kind {
+                ActionKind::AddThreads { to, .. } => Some(to),
+                _ => None,
+            })
+            .unwrap_or(0)
+    }
+
+    /// Threads count against the cores they run on: within its budget of 8 threads, the
+    /// instance gets only the worker's idle CPU cores, and none when the CPU is busy (before,
+    /// it got up to the budget: 8 threads on 2 cores).
+    #[test]
+    fn vertical_scaling_gives_only_idle_cores() {
+        assert_eq!(threads_given(0.3), 2, "one idle core of two");
+        assert_eq!(
+            threads_given(0.6),
+            0,
+            "no core idle: threads would add nothing"
+        );
+        assert_eq!(threads_given(0.95), 0);
+    }
 }

@@ -177,6 +177,9 @@ pub(crate) struct Prepared<'i, 'a> {
     pub running: Vec<Vec<usize>>,
     /// Per variant: how many of those may be removed.
     pub removable: Vec<usize>,
+    /// Per family: whether one of its instances is Overloaded or Interfered (then none of them
+    /// is removable).
+    pub overloaded: Vec<bool>,
     /// Objective weight of one unserved row/s.
     pub penalty: f64,
 }
@@ -228,6 +231,21 @@ impl<'i, 'a> Prepared<'i, 'a> {
                         .is_none_or(|slo| v.latency_ms(v.max_batch) <= slo)
             })
             .collect();
+        // A family with an Overloaded or Interfered instance gives nothing back: its profiled
+        // capacity is not what it serves now (its queue, or its latency against the profile,
+        // says so), so a headroom computed from the profile would remove or downgrade the
+        // instances that are short.
+        let mut overloaded = vec![false; input.families.len()];
+        for r in &input.running {
+            if matches!(
+                r.state,
+                InstanceState::Overloaded | InstanceState::Interfered
+            ) {
+                if let Some(Some(f)) = family_of.get(r.variant) {
+                    overloaded[*f] = true;
+                }
+            }
+        }
         let mut running = vec![Vec::new(); nv];
         let mut removable = vec![0; nv];
         for (k, r) in input.running.iter().enumerate() {
@@ -249,7 +267,8 @@ impl<'i, 'a> Prepared<'i, 'a> {
                 continue;
             }
             running[r.variant].push(k);
-            if r.state_age_ms >= v.load_ms {
+            let held = family_of[r.variant].is_some_and(|f| overloaded[f]);
+            if r.state_age_ms >= v.load_ms && !held {
                 removable[r.variant] += 1;
             }
         }
@@ -265,6 +284,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
             loadable,
             running,
             removable,
+            overloaded,
             // Leaving 1/1000 of a row/s unserved weighs as much as loading the dearest variant.
             penalty: 1000.0 * dearest.max(f64::MIN_POSITIVE),
         })
@@ -311,6 +331,9 @@ impl<'i, 'a> Prepared<'i, 'a> {
     /// on the workers with the fewest cores in use first (removing them can empty a worker,
     /// which can then be released), then on the busiest workers.
     pub fn removable_of(&self, j: usize) -> Vec<usize> {
+        if self.family_of[j].is_some_and(|f| self.overloaded[f]) {
+            return Vec::new();
+        }
         let v = &self.input.variants[j];
         let mut list: Vec<usize> = self.running[j]
             .iter()

@@ -316,6 +316,7 @@ mod tests {
             id: id.into(),
             hardware: vec![HardwareKind::Cpu],
             cores,
+            cpu_cores: cores,
             cores_used: 0,
             memory_bytes: 1 << 20,
             memory_used: 0,

@@ -46,6 +46,7 @@ pub(super) fn cpu_worker(id: &str, cores: usize) -> WorkerEntry {
         id: id.to_owned(),
         hardware: vec![HardwareKind::Cpu],
         cores,
+        cpu_cores: cores,
         cores_used: 0,
         memory_bytes: 64_000_000_000,
         memory_used: 0,
@@ -285,6 +286,91 @@ fn scale_down_downgrades_to_a_cheaper_variant() {
     );
     assert!(plan.actions[0].cost_after_per_s < plan.actions[0].cost_before_per_s);
     assert_eq!(plan.score.unserved_qps, 0.0);
+}
+
+/// A downgrade never goes to a variant that batches less: an instance under load keeps ahead
+/// of its queue by its batches, and the profile's peak of the smaller batch says nothing of the
+/// requests' own cost around it.
+#[test]
+fn scale_down_never_downgrades_to_a_smaller_batch() {
+    // "b2" is the cheaper variant (less memory) and its peak would still cover the load.
+    let mut big = var("b64", HardwareKind::Cpu, 1, 2000.0);
+    big.max_batch = 64;
+    let mut small = var("b2", HardwareKind::Cpu, 1, 1000.0);
+    small.max_batch = 2;
+    small.memory_bytes /= 2;
+    let prices = Prices {
+        memory_gb_per_s: 1e-5,
+        ..PRICES
+    };
+    let variants = [big, small];
+    let workers = [cpu_worker("w0", 8)];
+    let mut i = input(
+        &variants,
+        &workers,
+        vec![run(3, 0, 0, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    );
+    i.prices = prices;
+    let plan = greedy(&i).unwrap();
+    assert!(
+        !kinds(&plan)
+            .iter()
+            .any(|k| matches!(k, ActionKind::Downgrade { .. })),
+        "{:?}",
+        plan.actions
+    );
+    // The other way round (a larger batch that is cheaper) is a downgrade as before.
+    let (mut big, mut small) = (variants[0].clone(), variants[1].clone());
+    small.max_batch = 64;
+    big.max_batch = 2;
+    let variants = [big, small];
+    let mut i = input(
+        &variants,
+        &workers,
+        vec![run(3, 0, 0, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    );
+    i.prices = prices;
+    assert!(kinds(&greedy(&i).unwrap())
+        .iter()
+        .any(|k| matches!(k, ActionKind::Downgrade { to: 1, .. })));
+}
+
+/// A family with an Overloaded or Interfered instance gives nothing back, whatever its
+/// profiled headroom: the queue or the latency shows the profile overstates what the
+/// instances serve now.
+#[test]
+fn an_overloaded_family_is_not_scaled_down() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 1000.0)];
+    let workers = [cpu_worker("w0", 8)];
+    let running = |state| {
+        (0..3)
+            .map(|k| Running {
+                state,
+                ..run(k, 0, 0, OLD)
+            })
+            .collect::<Vec<_>>()
+    };
+    // Profiled headroom 30: two of the three replicas go when all are Active ...
+    let i = input(
+        &variants,
+        &workers,
+        running(InstanceState::Active),
+        vec![family(&[0], 100.0)],
+    );
+    assert!(!greedy(&i).unwrap().actions.is_empty());
+    // ... and none when one of them is Overloaded, by either planner.
+    let mut r = running(InstanceState::Active);
+    r[1].state = InstanceState::Overloaded;
+    let i = input(&variants, &workers, r.clone(), vec![family(&[0], 100.0)]);
+    assert!(greedy(&i).unwrap().actions.is_empty());
+    assert!(exact(&i).unwrap().actions.is_empty());
+    // Nor when one runs slower than its profile (Interfered: on a shared host, the request
+    // path's own threads take the cores the profile had to itself).
+    r[1].state = InstanceState::Interfered;
+    let i = input(&variants, &workers, r, vec![family(&[0], 100.0)]);
+    assert!(greedy(&i).unwrap().actions.is_empty());
 }
 
 /// Scaling in empties workers: replicas go first from the worker with the fewest cores in

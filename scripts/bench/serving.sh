@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Serving benchmark on this machine, as a new user would measure it (see scripts/bench/serving.py):
+#   scripts/bench/serving.sh [serving.py options]      throughput: wrk against /healthz and inference
+#   scripts/bench/serving.sh --latency                   light-load latency with loadgen (300, 1000 q/s)
+#   scripts/bench/serving.sh --soak 60                   resident memory under a steady load, per minute
+# Installs wrk (apt) and the Python packages the models need, builds the release binary, and writes
+# the two bench models to ~/.cache/infaas/bench-models.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$ROOT/scripts/lib.sh"
+eval "$(bash "$ROOT/scripts/setup.sh" --print-env)"
+if ! command -v wrk >/dev/null; then
+  apt_ensure wrk
+fi
+if ! python3 -c "import sklearn, skl2onnx, onnx, onnxruntime, numpy" 2>/dev/null; then
+  python3 -m pip install -q scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy
+fi
+"$ROOT/scripts/infaas" --help >/dev/null   # builds the release binary when it is out of date
+cargo build -q --release --locked --manifest-path "$ROOT/Cargo.toml" -p infaas-api --example grpc_load
+BIN="${CARGO_TARGET_DIR:-$HOME/.cache/infaas/target}/release/infaas"
+MODELS="$HOME/.cache/infaas/bench-models"
+if [ ! -f "$MODELS/bench-cnn.onnx" ] || [ "$ROOT/scripts/bench/make_models.py" -nt "$MODELS/bench-cnn.onnx" ]; then
+  python3 "$ROOT/scripts/bench/make_models.py" "$MODELS"
+fi
+exec python3 "$ROOT/scripts/bench/serving.py" --binary "$BIN" --models "$MODELS" "$@"
