@@ -32,22 +32,33 @@ impl Principal {
 
 /// The token of `Authorization: Bearer <token>`, or why the header does not carry one.
 pub fn bearer_token(headers: &HeaderMap) -> Result<&str, ApiError> {
-    let header = headers.get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::Unauthorized(
-            "missing Authorization header; send 'Authorization: Bearer <token>'".into(),
-        )
+    parse_bearer(
+        headers.get(header::AUTHORIZATION).map(|v| v.to_str().ok()),
+        "the Authorization header",
+        "Authorization",
+    )
+}
+
+/// The token of a `Bearer <token>` value (`None`: absent; `Some(None)`: not ASCII), or why it
+/// carries none; `what` names where it came from, `key` the header or metadata key to send.
+pub(crate) fn parse_bearer<'a>(
+    value: Option<Option<&'a str>>,
+    what: &str,
+    key: &str,
+) -> Result<&'a str, ApiError> {
+    let value = value.ok_or_else(|| {
+        ApiError::Unauthorized(format!(
+            "missing {}; send '{key}: Bearer <token>'",
+            what.trim_start_matches("the ")
+        ))
     })?;
-    let header = header
-        .to_str()
-        .map_err(|_| ApiError::Unauthorized("the Authorization header is not ASCII".into()))?;
-    header
+    let value = value.ok_or_else(|| ApiError::Unauthorized(format!("{what} is not ASCII")))?;
+    value
         .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
+        .or_else(|| value.strip_prefix("bearer "))
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            ApiError::Unauthorized("the Authorization header must be 'Bearer <token>'".into())
-        })
+        .ok_or_else(|| ApiError::Unauthorized(format!("{what} must be 'Bearer <token>'")))
 }
 
 /// The claims of the request's bearer token as the rate-limit layer verified them, so that

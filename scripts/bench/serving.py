@@ -296,6 +296,109 @@ def soak(binary: str, extra: list[str]) -> None:
         server.stop()
 
 
+class MLServer:
+    """MLServer (the Python serving peer) on the same model: a custom runtime running ONNX
+    Runtime with one intra-op thread, adaptive batching (max batch 32, up to 1 ms), started
+    from its own virtual environment (`--peer-python`)."""
+
+    def __init__(self, python: str, models: str, model: str):
+        self.dir = tempfile.mkdtemp(prefix="infaas-peer-")
+        self.port, self.grpc_port = free_port(), free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.auth = {}
+        mdir = os.path.join(self.dir, APP)
+        os.makedirs(mdir)
+        shutil.copy(os.path.join(HERE, "mlserver_runtime.py"), self.dir)
+        with open(os.path.join(mdir, "model-settings.json"), "w") as f:
+            json.dump({"name": APP, "implementation": "mlserver_runtime.OnnxModel",
+                       "max_batch_size": 32, "max_batch_time": 0.001,
+                       "parameters": {"uri": os.path.join(models, f"{model}.onnx")}}, f)
+        with open(os.path.join(self.dir, "settings.json"), "w") as f:
+            json.dump({"http_port": self.port, "grpc_port": self.grpc_port, "metrics_port": free_port(),
+                       "parallel_workers": 0, "debug": False}, f)
+        self.log = open(os.path.join(self.dir, "mlserver.log"), "w")
+        mlserver = os.path.join(os.path.dirname(python), "mlserver")
+        self.proc = subprocess.Popen([mlserver, "start", self.dir], cwd=self.dir, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        for _ in range(600):
+            try:
+                if http("GET", f"{self.base}/v2/models/{APP}/ready")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise SystemExit(f"mlserver did not start; see {self.log.name}")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def peer_run(extra: list[str]) -> None:
+    """infaas and MLServer side by side, one after the other on the same machine, model, client
+    and body (v2 JSON): req/s and p99 at each connection count, plus `/healthz` and raw ONNX
+    Runtime for reference."""
+    rows = []
+    path, body, headers = body_for(ARGS.model, "v2-json")
+    server = Server(ARGS.binary, ARGS.models, extra)
+    try:
+        server.register(ARGS.model, APP)
+        for _ in range(20):
+            http("POST", server.base + path, body, {**server.auth, **headers})
+        for c in ARGS.connections:
+            h = wrk(server, "/healthz", None, {}, c, ARGS.duration)
+            r = wrk(server, path, body, headers, c, ARGS.duration)
+            rows.append(("infaas", c, r, h))
+    finally:
+        server.stop()
+    peer = MLServer(ARGS.peer_python, ARGS.models, ARGS.model)
+    try:
+        for _ in range(20):
+            http("POST", peer.base + path, body, headers)
+        for c in ARGS.connections:
+            r = wrk(peer, path, body, headers, c, ARGS.duration)
+            rows.append(("mlserver", c, r, None))
+    finally:
+        peer.stop()
+    raw = raw_ort()
+    print(f"raw ONNX Runtime ({ARGS.model}, 1 thread): {raw[1]:.0f} rows/s at batch 1, {raw[32]:.0f} at batch 32")
+    print("| server | connections | req/s | p50 ms | p99 ms | errors |")
+    print("|---|---|---|---|---|---|")
+    for name, c, r, h in rows:
+        print(f"| {name} | {c} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['non_2xx']} |")
+    for c in ARGS.connections:
+        ours = next(r for n, cc, r, _ in rows if n == "infaas" and cc == c)
+        theirs = next(r for n, cc, r, _ in rows if n == "mlserver" and cc == c)
+        print(f"{c} connections: infaas {ours['rps'] / max(theirs['rps'], 1e-9):.1f}x MLServer's req/s, "
+              f"p99 {ours['p99_ms']:.2f} against {theirs['p99_ms']:.2f} ms")
+
+
+def raw_ort() -> dict:
+    """Rows/s of ONNX Runtime (Python, one thread) on the bench model at batch 1 and 32."""
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = 1, 1
+    s = ort.InferenceSession(os.path.join(ARGS.models, f"{ARGS.model}.onnx"), o, providers=["CPUExecutionProvider"])
+    name = s.get_inputs()[0].name
+    shape = [d if isinstance(d, int) else 1 for d in s.get_inputs()[0].shape[1:]]
+    out = {}
+    for b in (1, 32):
+        x = np.random.default_rng(0).random((b, *shape), dtype=np.float32)
+        for _ in range(50):
+            s.run(None, {name: x})
+        n, t = 0, time.perf_counter()
+        while time.perf_counter() - t < 2:
+            s.run(None, {name: x})
+            n += 1
+        out[b] = b * n / (time.perf_counter() - t)
+    return out
+
+
 def main() -> int:
     global ARGS
     ap = argparse.ArgumentParser()
@@ -313,6 +416,8 @@ def main() -> int:
     ap.add_argument("--latency-duration", type=float, default=30)
     ap.add_argument("--soak", type=float, default=0, help="minutes of a memory soak instead")
     ap.add_argument("--soak-rate", type=float, default=300)
+    ap.add_argument("--peer", choices=["mlserver"], help="side by side with a Python serving peer instead")
+    ap.add_argument("--peer-python", default=os.path.expanduser("~/.cache/infaas/peers/mlserver-venv/bin/python3"))
     ARGS = ap.parse_args()
     ARGS.rates = [float(r) for r in ARGS.rates.split(",")]
     ARGS.connections = [int(c) for c in ARGS.connections.split(",")]
@@ -323,6 +428,9 @@ def main() -> int:
         return 0
     if ARGS.soak:
         soak(ARGS.binary, extra)
+        return 0
+    if ARGS.peer:
+        peer_run(extra)
         return 0
     runs = []
     for r in range(ARGS.runs):

@@ -3,6 +3,8 @@
 #   scripts/bench/serving.sh [serving.py options]      throughput: wrk against /healthz and inference
 #   scripts/bench/serving.sh --latency                   light-load latency with loadgen (300, 1000 q/s)
 #   scripts/bench/serving.sh --soak 60                   resident memory under a steady load, per minute
+#   scripts/bench/serving.sh --peer mlserver             side by side with MLServer 1.7.1 (installed
+#                                                        into ~/.cache/infaas/peers/mlserver-venv)
 # Installs wrk (apt) and the Python packages the models need, builds the release binary, and writes
 # the two bench models to ~/.cache/infaas/bench-models.
 set -euo pipefail
@@ -21,5 +23,13 @@ BIN="${CARGO_TARGET_DIR:-$HOME/.cache/infaas/target}/release/infaas"
 MODELS="$HOME/.cache/infaas/bench-models"
 if [ ! -f "$MODELS/bench-cnn.onnx" ] || [ "$ROOT/scripts/bench/make_models.py" -nt "$MODELS/bench-cnn.onnx" ]; then
   python3 "$ROOT/scripts/bench/make_models.py" "$MODELS"
+fi
+if [[ " $* " == *" --peer "* ]]; then
+  PEER="$HOME/.cache/infaas/peers/mlserver-venv"
+  if ! "$PEER/bin/python3" -c "import mlserver, onnxruntime" 2>/dev/null; then
+    log "installing MLServer 1.7.1 into $PEER (about a minute)"
+    python3 -m venv "$PEER" || { apt_ensure python3-venv; python3 -m venv "$PEER"; }
+    "$PEER/bin/pip" install -q mlserver==1.7.1 "onnxruntime==$ORT_VERSION" numpy
+  fi
 fi
 exec python3 "$ROOT/scripts/bench/serving.py" --binary "$BIN" --models "$MODELS" "$@"

@@ -90,6 +90,26 @@ pub fn readme_accuracies() -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// Whether `python3` imports `modules` (comma-separated, e.g. `"tritonclient.http, numpy"`);
+/// `false` after a skip notice, a panic when `CI=true` (CI installs them: `scripts/test.sh`).
+pub fn python_has(modules: &str, packages: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true needs python3 with {packages}"
+        );
+        eprintln!("SKIPPED: python3 with {packages} is not available");
+    }
+    ok
+}
+
 /// The ONNX Runtime library, or `None` after a skip notice (a panic when `CI=true`).
 pub fn ort_library() -> Option<PathBuf> {
     let candidate = std::env::var_os("ORT_DYLIB_PATH")

@@ -148,22 +148,11 @@ pub fn status(e: ApiError) -> Status {
 
 /// The token of `authorization: Bearer <token>` metadata.
 fn bearer(metadata: &MetadataMap) -> Result<&str, ApiError> {
-    let value = metadata.get("authorization").ok_or_else(|| {
-        ApiError::Unauthorized(
-            "missing authorization metadata; send 'authorization: Bearer <token>'".into(),
-        )
-    })?;
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::Unauthorized("the authorization metadata is not ASCII".into()))?;
-    value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            ApiError::Unauthorized("the authorization metadata must be 'Bearer <token>'".into())
-        })
+    crate::auth::parse_bearer(
+        metadata.get("authorization").map(|v| v.to_str().ok()),
+        "the authorization metadata",
+        "authorization",
+    )
 }
 
 impl Inference {

@@ -181,6 +181,16 @@ impl Ramp<'_> {
     }
 }
 
+/// Names of the workers the process provider runs.
+async fn provisioned(p: &Platform) -> Vec<String> {
+    p.server
+        .autoscaler
+        .as_ref()
+        .unwrap()
+        .provisioned_workers()
+        .await
+}
+
 async fn events(p: &Platform, t: &Tenant) -> Vec<Value> {
     let a = p
         .get(t, &format!("/v1/apps/{APP}/scaling-events?limit=1000"))
@@ -438,13 +448,7 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         .find(|l| l.starts_with("infaas_autoscaler_greedy_gap_ratio"))
         .unwrap_or_else(|| panic!("no gap recorded: {metrics}"));
     println!("exact planner: {gap}");
-    let provider_workers = p
-        .server
-        .autoscaler
-        .as_ref()
-        .unwrap()
-        .provisioned_workers()
-        .await;
+    let provider_workers = provisioned(&p).await;
     assert!(provider_workers.is_empty(), "{provider_workers:?}");
     p.stop().await;
 }
@@ -576,5 +580,67 @@ async fn a_worker_process_resizes_an_instance_while_serving() {
     // More threads than the worker's budget: refused, and the instance keeps serving.
     assert!(handle.resize(&v.id, 8).await.is_err());
     infer().await;
+    p.stop().await;
+}
+
+/// The process provider starts workers only on cores no other worker of the machine offers.
+/// With `min_workers = 1` the worker autoscaler asks for a worker every period:
+/// - when the embedded worker offers all of the machine's cores (the default), none starts
+///   (another worker on the same cores would add no capacity, only a network hop); before,
+///   one started and offered the same cores again;
+/// - when the embedded worker offers fewer, one starts and offers exactly the cores left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_workers_only_start_on_cores_nobody_offers() {
+    let Some(ort) = ort_library() else { return };
+    let host = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let b = Backends::embedded();
+    let start = |embedded_cores: Option<usize>| {
+        let mut cfg = fast_config(&b, &ort);
+        cfg.worker_cores = embedded_cores;
+        cfg.autoscale = AutoscaleConfig {
+            enabled: true,
+            worker_interval_ms: 200,
+            worker_provider: WorkerProviderKind::Process,
+            min_workers: 1,
+            max_workers: 4,
+            worker_binary: Some(env!("CARGO_BIN_EXE_infaas").into()),
+            ..AutoscaleConfig::default()
+        };
+        Platform::start(cfg)
+    };
+    // All cores offered by the embedded worker: several periods pass, no worker starts.
+    let p = start(None).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let started = provisioned(&p).await;
+    assert!(started.is_empty(), "{started:?}");
+    p.stop().await;
+    if host < 2 {
+        return;
+    }
+    // One core left: a worker starts with that core and registers.
+    let p = start(Some(host - 1)).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cores = loop {
+        let w = p.get(&t, "/v1/workers").await;
+        let provisioned = w.body["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|w| w["address"].is_string())
+            .and_then(|w| w["cores"].as_u64());
+        if let Some(c) = provisioned {
+            break c;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no worker registered: {}",
+            w.text
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(cores, 1, "the worker offers the one core left");
+    let started = provisioned(&p).await;
+    assert_eq!(started.len(), 1, "{started:?}");
     p.stop().await;
 }

@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -737,32 +737,15 @@ async fn infers_like_onnx_runtime_and_model_less() {
     p.stop().await;
 }
 
-fn python_has_tritonclient_grpc() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import tritonclient.grpc, onnxruntime, numpy"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true needs python3 with tritonclient[grpc], onnxruntime and numpy"
-        );
-        eprintln!(
-            "SKIPPED: python3 with tritonclient[grpc], onnxruntime and numpy is not available"
-        );
-    }
-    ok
-}
-
 /// The unmodified `tritonclient.grpc` client: health, metadata, queries by model and by
 /// application equal to ONNX Runtime's answers, errors as `InferenceServerException`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tritonclient_grpc_infers() {
     let Some(ort) = ort_library() else { return };
-    if !python_has_tritonclient_grpc() {
+    if !infaas_testing::platform::python_has(
+        "tritonclient.grpc, onnxruntime, numpy",
+        "tritonclient[grpc], onnxruntime and numpy",
+    ) {
         return;
     }
     let b = Backends::embedded();

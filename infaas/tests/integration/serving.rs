@@ -11,7 +11,7 @@
 use infaas_testing::platform as registry_common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use registry_common::backends::Backends;
@@ -349,30 +349,13 @@ registry_common::backends::on_both_pairs!(
     bad_queries_name_the_problem
 );
 
-fn python_has_tritonclient() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import tritonclient.http, onnxruntime, numpy"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true needs python3 with tritonclient[http], onnxruntime and numpy"
-        );
-        eprintln!(
-            "SKIPPED: python3 with tritonclient[http], onnxruntime and numpy is not available"
-        );
-    }
-    ok
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tritonclient_infers_in_json_and_binary() {
     let Some(ort) = ort_library() else { return };
-    if !python_has_tritonclient() {
+    if !registry_common::python_has(
+        "tritonclient.http, onnxruntime, numpy",
+        "tritonclient[http], onnxruntime and numpy",
+    ) {
         return;
     }
     let b = Backends::embedded();
