@@ -17,7 +17,8 @@
 //!    without an SLO the largest max batch): the
 //!    least-utilised worker with the variant's hardware, enough free cores for its threads and
 //!    enough free memory. This is a new variant or a new replica of one whose
-//!    instances are all busy, overloaded or interfered. `wait` says whether the load plus the run
+//!    instances are all busy, overloaded or interfered (a replica of a CPU variant only on a
+//!    worker with idle CPU cores for its threads). `wait` says whether the load plus the run
 //!    still fit the SLO.
 //! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
 //!    of an eligible variant, only when nothing can be loaded: those that fit the SLO first, then
@@ -30,7 +31,8 @@
 use std::fmt::Write;
 
 use crate::instance_state::InstanceState;
-use crate::snapshot::{variant_cost_per_query, Prices, Snapshot, VariantEntry};
+use crate::snapshot::{variant_cost_per_query, Prices, Snapshot, VariantEntry, WorkerEntry};
+use infaas_core::HardwareKind;
 
 /// What a query asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -445,14 +447,13 @@ fn best_load(
 }
 
 /// The least-loaded ([`WorkerEntry::load`]) live worker with `v`'s hardware, free cores for
-/// its threads and free memory for it.
-/// The least-loaded live worker that can host `v`. A `replica` of a CPU variant (its family
-/// already has live instances, all busy) also needs idle CPU cores for its threads: on a CPU
-/// that is busy anyway another instance adds no capacity, only a second queue.
+/// its threads and free memory for it. A `replica` of a CPU variant (its family already has
+/// live instances, all busy) also needs idle CPU cores for its threads: on a CPU that is busy
+/// anyway another instance adds no capacity, only a second queue.
 fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let workers = s.workers();
-    let adds_capacity = |w: &crate::snapshot::WorkerEntry| {
-        !replica || v.hardware != infaas_core::HardwareKind::Cpu || w.idle_cpu_cores() >= v.threads
+    let adds_capacity = |w: &WorkerEntry| {
+        !replica || v.hardware != HardwareKind::Cpu || w.idle_cpu_cores() >= v.threads
     };
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
