@@ -17,9 +17,10 @@ fi
 if ! python3 -c "import sklearn, skl2onnx, onnx, onnxruntime, numpy" 2>/dev/null; then
   python3 -m pip install -q scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy
 fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/infaas/target}"
 "$ROOT/scripts/infaas" --help >/dev/null   # builds the release binary when it is out of date
 cargo build -q --release --locked --manifest-path "$ROOT/Cargo.toml" -p infaas-api --example grpc_load
-BIN="${CARGO_TARGET_DIR:-$HOME/.cache/infaas/target}/release/infaas"
+BIN="$CARGO_TARGET_DIR/release/infaas"
 MODELS="$HOME/.cache/infaas/bench-models"
 if [ ! -f "$MODELS/bench-cnn.onnx" ] || [ "$ROOT/scripts/bench/make_models.py" -nt "$MODELS/bench-cnn.onnx" ]; then
   python3 "$ROOT/scripts/bench/make_models.py" "$MODELS"
