@@ -110,6 +110,39 @@ pub fn python_has(modules: &str, packages: &str) -> bool {
     ok
 }
 
+/// Runs one of the Python client scripts (`infaas/tests/python/`) against a server with
+/// `url token name zoo/digits-logreg.onnx zoo/digits-val.npz`; panics with its output unless
+/// it succeeds, else returns its standard output.
+pub async fn run_client_script(
+    script: &'static str,
+    url: String,
+    token: String,
+    name: &str,
+) -> String {
+    let zoo = zoo_dir();
+    let owned = name.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(&url)
+            .arg(&token)
+            .arg(&owned)
+            .arg(zoo.join("digits-logreg.onnx"))
+            .arg(zoo.join("digits-val.npz"))
+            .output()
+    })
+    .await
+    .expect("the script's thread")
+    .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{script} against '{name}' failed:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 /// The ONNX Runtime library, or `None` after a skip notice (a panic when `CI=true`).
 pub fn ort_library() -> Option<PathBuf> {
     let candidate = std::env::var_os("ORT_DYLIB_PATH")

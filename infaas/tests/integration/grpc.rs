@@ -13,7 +13,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -27,7 +26,7 @@ use infaas_api::grpc::pb::{
 use infaas_api::grpc::Client;
 use infaas_core::{Quotas, Tensor, TensorData};
 use infaas_testing::platform::{
-    fast_config, open_quotas, ort_library, zoo_arrays, zoo_bytes, zoo_dir, Platform, Registration,
+    fast_config, open_quotas, ort_library, zoo_arrays, zoo_bytes, Platform, Registration,
 };
 use infaas_testing::server::backends::Backends;
 use infaas_testing::server::TestServer;
@@ -754,35 +753,19 @@ async fn tritonclient_grpc_infers() {
     p.register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
         .await;
     p.wait_ready(&t, "digits-logreg", READY).await;
-    let zoo = zoo_dir();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/triton_grpc_client.py"
     );
     let addr = p.server.grpc_addr.unwrap().to_string();
     for name in ["digits-logreg", "digits"] {
-        let out = tokio::task::spawn_blocking({
-            let (addr, token, zoo) = (addr.clone(), t.token.clone(), zoo.clone());
-            move || {
-                Command::new("python3")
-                    .arg(script)
-                    .arg(&addr)
-                    .arg(&token)
-                    .arg(name)
-                    .arg(zoo.join("digits-logreg.onnx"))
-                    .arg(zoo.join("digits-val.npz"))
-                    .output()
-                    .unwrap()
-            }
-        })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "tritonclient.grpc against '{name}' failed:\n{stdout}\n{stderr}"
-        );
+        let stdout = infaas_testing::platform::run_client_script(
+            script,
+            addr.clone(),
+            t.token.clone(),
+            name,
+        )
+        .await;
         assert!(stdout.contains("outputs equal ONNX Runtime's"), "{stdout}");
     }
     p.stop().await;

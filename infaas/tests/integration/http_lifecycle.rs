@@ -198,52 +198,31 @@ async fn serve_runs_until_sigterm_and_exits_cleanly() {
         }
     });
     let mut log = Vec::new();
-    let addr: SocketAddr = loop {
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => line,
-            Err(e) => {
-                let _ = child.kill();
-                panic!(
-                    "no 'listening on' line ({e}); log so far:\n{}",
-                    log.join("\n")
-                );
+    let mut logged = |marker: &str| -> SocketAddr {
+        loop {
+            let line = match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => line,
+                Err(e) => {
+                    let _ = child.kill();
+                    panic!("no '{marker}' line ({e}); log so far:\n{}", log.join("\n"));
+                }
+            };
+            let found = line.split(marker).nth(1).map(|rest| {
+                rest.split(|c: char| c.is_whitespace() || c == '\u{1b}')
+                    .next()
+                    .unwrap_or_default()
+                    .parse()
+            });
+            log.push(line);
+            if let Some(parsed) = found {
+                break parsed.unwrap_or_else(|e| panic!("an address after '{marker}': {e}"));
             }
-        };
-        let found = line.split("listening on http://").nth(1).map(|rest| {
-            rest.split(|c: char| c.is_whitespace() || c == '\u{1b}')
-                .next()
-                .unwrap_or_default()
-                .parse()
-        });
-        log.push(line);
-        if let Some(parsed) = found {
-            break parsed.expect("an address after 'listening on http://'");
         }
     };
+    let addr = logged("listening on http://");
     assert_ne!(addr.port(), 0, "the real port is logged");
     // The gRPC service's address is logged next.
-    let grpc_addr: SocketAddr = loop {
-        let line = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) => line,
-            Err(e) => {
-                let _ = child.kill();
-                panic!(
-                    "no 'gRPC listening on' line ({e}); log so far:\n{}",
-                    log.join("\n")
-                );
-            }
-        };
-        let found = line.split("gRPC listening on ").nth(1).map(|rest| {
-            rest.split(|c: char| c.is_whitespace() || c == '\u{1b}')
-                .next()
-                .unwrap_or_default()
-                .parse()
-        });
-        log.push(line);
-        if let Some(parsed) = found {
-            break parsed.expect("an address after 'gRPC listening on '");
-        }
-    };
+    let grpc_addr = logged("gRPC listening on ");
     assert_ne!(grpc_addr.port(), 0, "the real gRPC port is logged");
     let mut grpc = infaas_api::grpc::Client::connect(format!("http://{grpc_addr}"))
         .await

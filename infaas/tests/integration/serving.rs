@@ -11,7 +11,6 @@
 use infaas_testing::platform as registry_common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use registry_common::backends::Backends;
@@ -366,31 +365,10 @@ async fn tritonclient_infers_in_json_and_binary() {
     p.register_ok(&t, &Registration::zoo("digits-logreg", APP))
         .await;
     p.wait_ready(&t, "digits-logreg", READY).await;
-    let zoo = registry_common::zoo_dir();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/triton_client.py");
     for name in ["digits-logreg", APP] {
-        let out = tokio::task::spawn_blocking({
-            let (base, token, zoo) = (p.base.clone(), t.token.clone(), zoo.clone());
-            move || {
-                Command::new("python3")
-                    .arg(script)
-                    .arg(&base)
-                    .arg(&token)
-                    .arg(name)
-                    .arg(zoo.join("digits-logreg.onnx"))
-                    .arg(zoo.join("digits-val.npz"))
-                    .output()
-                    .unwrap()
-            }
-        })
-        .await
-        .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "tritonclient against '{name}' failed:\n{stdout}\n{stderr}"
-        );
+        let stdout =
+            registry_common::run_client_script(script, p.base.clone(), t.token.clone(), name).await;
         assert!(stdout.contains("binary=True"), "{stdout}");
     }
     p.stop().await;
