@@ -55,6 +55,16 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/apps/{app}/infer", post(routes::infer::infer_app))
         .route("/models/{name}/infer", post(routes::infer::infer_model))
+        .route(
+            "/pipelines",
+            post(routes::pipelines::create).get(routes::pipelines::list),
+        )
+        .route(
+            "/pipelines/{name}",
+            get(routes::pipelines::show).delete(routes::pipelines::delete),
+        )
+        .route("/pipelines/{name}/infer", post(routes::pipelines::infer))
+        .route("/pipelines/{name}/plan", post(routes::pipelines::plan))
         .route("/workers", get(routes::cluster::workers))
         .route(
             "/jobs",

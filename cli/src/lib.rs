@@ -1,16 +1,19 @@
-//! `infaas` commands that talk to a running server: login, models, apps, infer, jobs, traces.
+//! `infaas` commands that talk to a running server: login, models, apps, pipelines, infer,
+//! jobs, traces.
 
 mod http;
 pub mod infer;
 pub mod jobs;
 pub mod loadgen;
 mod models;
+pub mod pipelines;
 pub mod traces;
 
 use clap::{Args, Subcommand};
 
 pub use http::Client;
 pub use jobs::JobsCommand;
+pub use pipelines::PipelinesCommand;
 pub use traces::TracesCommand;
 
 /// Where the server is and how to authenticate; flags win over the environment, which
@@ -187,6 +190,9 @@ pub async fn run_loadgen(opts: &ClientOpts, args: loadgen::LoadgenArgs) -> anyho
             "throughput {:.1}/s  p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms",
             r.throughput_per_s, r.p50_ms, r.p99_ms, r.max_ms
         );
+        if let (Some(p50), Some(p99)) = (r.server_p50_ms, r.server_p99_ms) {
+            println!("measured by the server: p50 {p50:.3} ms  p99 {p99:.3} ms");
+        }
         if let Some(a) = r.slo_attainment {
             println!("SLO attainment {:.2}%", a * 100.0);
         }
@@ -212,6 +218,11 @@ pub async fn run_infer(opts: &ClientOpts, args: infer::InferArgs) -> anyhow::Res
 pub async fn run_jobs(opts: &ClientOpts, cmd: JobsCommand) -> anyhow::Result<()> {
     let client = connect(opts).await?;
     jobs::run(&client, opts.json, cmd).await
+}
+
+pub async fn run_pipelines(opts: &ClientOpts, cmd: PipelinesCommand) -> anyhow::Result<()> {
+    let client = connect(opts).await?;
+    pipelines::run(&client, opts.json, cmd).await
 }
 
 pub async fn run_traces(opts: &ClientOpts, cmd: TracesCommand) -> anyhow::Result<()> {

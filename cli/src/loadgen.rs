@@ -2,7 +2,7 @@
 //! given rate (exponential gaps, independent of answers), or at the times of a trace in the
 //! simulator's CSV format (`--trace`: each query to its application with its own SLO and
 //! minimum accuracy), each one a row of a validation set; it reports p50/p99 latency,
-//! throughput and SLO attainment.
+//! throughput and SLO attainment. `--pipeline` sends the queries to a pipeline.
 
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,11 @@ pub struct LoadgenArgs {
     #[arg(long, conflicts_with_all = ["app", "model", "rate", "duration", "latency_ms", "min_accuracy"])]
     pub trace: Option<std::path::PathBuf>,
     /// Registered model to query.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "pipeline")]
     pub model: Option<String>,
+    /// Pipeline to query (`POST /v1/pipelines/{name}/infer`); --latency-ms overrides its SLO.
+    #[arg(long, conflicts_with_all = ["app", "model"])]
+    pub pipeline: Option<String>,
     /// Mean arrival rate, requests per second (0: one request at a time, closed loop).
     #[arg(long, default_value_t = 50.0)]
     pub rate: f64,
@@ -65,8 +68,30 @@ pub struct Report {
     pub percentiles_ms: Vec<f64>,
     /// Fraction of successful answers within the SLO (over all requests sent).
     pub slo_attainment: Option<f64>,
-    /// Variants that answered, with counts.
+    /// Variants that answered, with counts (for a pipeline, `node=variant, ...`).
     pub variants: std::collections::BTreeMap<String, usize>,
+    /// Latency the server measured (its answers' `latency_ms`), p50 and p99, ms.
+    pub server_p50_ms: Option<f64>,
+    pub server_p99_ms: Option<f64>,
+}
+
+/// What served a query: its variant, or for a pipeline the variants of the nodes that ran.
+fn served_by(answer: &serde_json::Value) -> Option<String> {
+    if let Some(v) = answer["variant"].as_str() {
+        return Some(v.to_string());
+    }
+    let nodes = answer["nodes"].as_array()?;
+    let parts: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| {
+            Some(format!(
+                "{}={}",
+                n["node"].as_str()?,
+                n["variant"].as_str()?
+            ))
+        })
+        .collect();
+    Some(parts.join(", "))
 }
 
 pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> {
@@ -98,11 +123,12 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         Some(p) => Some(infaas_core::trace::Trace::read_csv(p)?),
         None => None,
     };
-    let path = match (&args.app, &args.model, &trace) {
-        (_, _, Some(_)) => String::new(),
-        (Some(app), _, _) => format!("/v1/apps/{app}/infer"),
-        (None, Some(m), _) => format!("/v1/models/{m}/infer"),
-        (None, None, None) => anyhow::bail!("pass --app, --model or --trace"),
+    let path = match (&args.app, &args.model, &args.pipeline, &trace) {
+        (_, _, _, Some(_)) => String::new(),
+        (Some(app), _, _, _) => format!("/v1/apps/{app}/infer"),
+        (None, Some(m), _, _) => format!("/v1/models/{m}/infer"),
+        (None, None, Some(p), _) => format!("/v1/pipelines/{p}/infer"),
+        (None, None, None, None) => anyhow::bail!("pass --app, --model, --pipeline or --trace"),
     };
     let client = std::sync::Arc::new(client.clone_handle());
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
@@ -148,9 +174,9 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
                 Ok(r) => {
                     let status = r.status().as_u16();
                     let v: serde_json::Value = r.json().await.unwrap_or_default();
-                    (status, ms, v["variant"].as_str().map(str::to_string), slo)
+                    (status, ms, served_by(&v), v["latency_ms"].as_f64(), slo)
                 }
-                Err(_) => (0, ms, None, slo),
+                Err(_) => (0, ms, None, None, slo),
             }
         };
         if trace.is_some() {
@@ -180,15 +206,19 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
         percentiles_ms: Vec::new(),
         slo_attainment: None,
         variants: Default::default(),
+        server_p50_ms: None,
+        server_p99_ms: None,
     };
     let mut within = 0usize;
     let mut with_slo = false;
+    let mut server = Vec::new();
     while let Some(r) = tasks.join_next().await {
-        let (status, ms, variant, slo) = r?;
+        let (status, ms, variant, server_ms, slo) = r?;
         with_slo |= slo.is_some();
         if status == 200 {
             report.ok += 1;
             lat.push(ms);
+            server.extend(server_ms);
             if slo.is_none_or(|slo| ms <= slo) {
                 within += 1;
             }
@@ -210,6 +240,11 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
             .collect();
     }
     report.throughput_per_s = report.ok as f64 / report.seconds;
+    server.sort_by(f64::total_cmp);
+    if !server.is_empty() {
+        report.server_p50_ms = Some(percentile(&server, 0.50));
+        report.server_p99_ms = Some(percentile(&server, 0.99));
+    }
     report.slo_attainment = with_slo.then(|| within as f64 / report.sent.max(1) as f64);
     Ok(report)
 }

@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod jobs;
 pub mod loops;
+pub mod pipelines;
 pub mod platform;
 pub mod registry;
 pub mod serving;

@@ -1,5 +1,6 @@
 //! The control plane's background loops, which run without any request: the registry's
-//! profiling worker, cluster liveness, autoscaling, offline jobs and usage metering. All stop
+//! profiling worker, cluster liveness, autoscaling, offline jobs, the pipelines' tuner and
+//! usage metering. All stop
 //! when the shutdown token is cancelled.
 
 use std::net::SocketAddr;
@@ -23,6 +24,10 @@ pub fn start(
     tokio::spawn(control.cluster.clone().run(shutdown.clone()));
     let autoscaler = Autoscaler::start(control.clone(), controller, shutdown.clone());
     tokio::spawn(JobRunner::new(control.clone()).run(shutdown.clone()));
+    tokio::spawn(crate::pipelines::tune::run(
+        control.clone(),
+        shutdown.clone(),
+    ));
     tokio::spawn(control.usage.clone().run(
         control.db.clone(),
         Duration::from_secs(5),

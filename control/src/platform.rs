@@ -41,6 +41,8 @@ pub struct Parts {
     pub traffic: Arc<TrafficRecorder>,
     /// What-if runs under way on this controller.
     pub whatif: Arc<WhatIfRuns>,
+    /// What the pipelines did recently (arrivals, switch branches), this controller.
+    pub pipelines: Arc<crate::pipelines::PipelineActivity>,
     /// Shared secret of worker <-> controller traffic.
     pub cluster_token: String,
     /// The ONNX Runtime library in use, or why it could not be loaded.
@@ -126,6 +128,7 @@ impl ControlPlane {
             usage: Arc::new(UsageRecorder::default()),
             traffic: Arc::new(TrafficRecorder::new(config.traffic_horizon_minutes)),
             whatif: WhatIfRuns::new(config.whatif.max_parallel_runs),
+            pipelines: Default::default(),
             cluster_token,
             db,
             objects,

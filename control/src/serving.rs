@@ -67,8 +67,19 @@ pub struct Outcome {
     pub accuracy: f64,
     pub reason: String,
     pub predicted_ms: f64,
+    /// The variant's profiled mean time for the query's rows on an idle instance (model time
+    /// only, as the simulator's estimator counts it), ms.
+    pub service_ms: f64,
     pub latency_ms: f64,
     pub cost: f64,
+}
+
+/// Profiled mean time of `rows` rows on an idle instance of `v`: batches of its max batch.
+fn service_ms(v: &infaas_scheduler::VariantEntry, rows: usize) -> f64 {
+    let max_batch = v.max_batch.max(1);
+    let batches = rows.div_ceil(max_batch).max(1);
+    v.latency_at(rows.min(max_batch))
+        .map_or(f64::NAN, |(p, k)| p.mean_ms * k * batches as f64)
 }
 
 fn batch_rows(inputs: &[Tensor]) -> Result<usize, Error> {
@@ -472,6 +483,7 @@ pub async fn serve(
                     accuracy: v.accuracy,
                     reason,
                     predicted_ms,
+                    service_ms: service_ms(v, rows),
                     latency_ms,
                     cost,
                 });

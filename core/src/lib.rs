@@ -1,6 +1,7 @@
 //! Domain types shared by every infaas crate. Depends on no framework.
 
 pub mod model;
+pub mod pipeline;
 pub mod stats;
 pub mod tenant;
 pub mod tensor;

@@ -5,6 +5,7 @@ use infaas_control::config::{Config, Overrides};
 
 mod admin;
 mod sim;
+mod sim_pipelines;
 mod telemetry;
 mod worker;
 
@@ -46,6 +47,12 @@ enum Command {
     /// Open-loop load generator: Poisson arrivals at a rate; reports p50/p99, throughput and
     /// SLO attainment (talks to a server).
     Loadgen(infaas_cli::loadgen::LoadgenArgs),
+    /// Pipelines of models under an end-to-end SLO: create, list, show, delete, plan, infer
+    /// (talks to a server).
+    Pipelines {
+        #[command(subcommand)]
+        command: infaas_cli::PipelinesCommand,
+    },
     /// Lists and shows applications (talks to a server).
     Apps {
         #[command(subcommand)]
@@ -57,6 +64,9 @@ enum Command {
     /// Replays a trace on a SIMULATED cluster under one or more policies and reports cost,
     /// SLO attainment and accuracy (no server, no model runs).
     Sim(sim::SimArgs),
+    /// Plans pipelines of models (InferLine's planner, model-less) on a SIMULATED cluster and
+    /// replays a trace on them with the tuner and on baselines; reports cost and SLO attainment.
+    SimPipelines(sim_pipelines::SimPipelinesArgs),
     /// Offline jobs: submit, list, status, wait, cancel, results (talks to a server).
     Jobs {
         #[command(subcommand)]
@@ -107,10 +117,12 @@ fn main() -> std::process::ExitCode {
             Command::Openapi => Ok(()),
             // CPU-bound and single-threaded: it never awaits.
             Command::Sim(args) => sim::run(args),
+            Command::SimPipelines(args) => sim_pipelines::run(args),
             Command::Login => infaas_cli::login(&cli.client).await,
             Command::Models { command } => infaas_cli::run_models(&cli.client, command).await,
             Command::Loadgen(args) => infaas_cli::run_loadgen(&cli.client, args).await,
             Command::Apps { command } => infaas_cli::run_apps(&cli.client, command).await,
+            Command::Pipelines { command } => infaas_cli::run_pipelines(&cli.client, command).await,
             Command::Infer(args) => infaas_cli::run_infer(&cli.client, args).await,
             Command::Jobs { command } => infaas_cli::run_jobs(&cli.client, command).await,
             Command::Traces { command } => infaas_cli::run_traces(&cli.client, command).await,

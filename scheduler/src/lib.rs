@@ -6,11 +6,14 @@
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
 //! - [`milp`]: the one door to the MILP solvers (CBC by default, HiGHS as a feature).
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
+//! - [`pipeline`]: pipelines of models: InferLine's planner (options, batch sizes and replicas
+//!   per node against an end-to-end latency SLO, model-less) and its reactive tuner.
 
 pub mod autoscale;
 pub mod instance_state;
 pub mod milp;
 pub mod offline;
+pub mod pipeline;
 pub mod select;
 pub mod snapshot;
 

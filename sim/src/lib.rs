@@ -4,11 +4,14 @@
 //! cluster whose variants come from measured profiles ([`catalogue`]: the Proteus catalogue
 //! read into the scheduler's variant entries), under a routing and scaling policy
 //! ([`policy`]: the platform's, calling the scheduler's functions, and baselines), and
-//! reports per-second series and totals ([`report`]).
+//! reports per-second series and totals ([`report`]). Pipelines of models ([`pipeline`]):
+//! InferLine's trace-driven estimator, a runner with the tuner, baselines and their evaluation
+//! on the Proteus catalogue.
 
 pub mod catalogue;
 pub mod engine;
 pub mod generate;
+pub mod pipeline;
 pub mod policy;
 pub mod report;
 /// The trace format (it lives in `infaas-core`, shared with the load generator and the

@@ -27,6 +27,7 @@ on_both_pairs!(
     usage_keeps_the_slo_range,
     scaling_events_by_app,
     whatif_runs_keep_their_state,
+    pipelines_are_per_tenant,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -812,4 +813,52 @@ async fn whatif_runs_keep_their_state(b: &Backends) {
         Err(StoreError::NotFound(_))
     ));
     assert_eq!(db.list_whatif_runs(&acme.id, 10).await.unwrap().len(), 1);
+}
+
+async fn pipelines_are_per_tenant(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    let beta = db.create_tenant("beta", Quotas::default()).await.unwrap();
+    let p = db
+        .create_pipeline(
+            &acme.id,
+            "cascade",
+            r#"{"name":"cascade"}"#,
+            Some(50.0),
+            Some("k/v.npz"),
+        )
+        .await
+        .unwrap();
+    assert_eq!((p.name.as_str(), p.plan.as_deref()), ("cascade", None));
+    assert_eq!(p.validation_key.as_deref(), Some("k/v.npz"));
+    // Names are unique per tenant, not across tenants.
+    assert!(matches!(
+        db.create_pipeline(&acme.id, "cascade", "{}", None, None)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    db.create_pipeline(&beta.id, "cascade", "{}", None, None)
+        .await
+        .unwrap();
+    db.set_pipeline_plan(&acme.id, "cascade", Some(r#"{"cost":1}"#))
+        .await
+        .unwrap();
+    let got = db.get_pipeline(&acme.id, "cascade").await.unwrap();
+    assert_eq!(got.plan.as_deref(), Some(r#"{"cost":1}"#));
+    assert_eq!(db.list_pipelines(&acme.id).await.unwrap().len(), 1);
+    assert_eq!(db.all_pipelines().await.unwrap().len(), 2);
+    // Another tenant's pipeline is not found, for reads, plans and deletes.
+    let other = db.get_pipeline(&beta.id, "cascade").await.unwrap();
+    assert_eq!(other.plan, None);
+    assert!(matches!(
+        db.set_pipeline_plan(&beta.id, "missing", None).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let gone = db.delete_pipeline(&acme.id, "cascade").await.unwrap();
+    assert_eq!(gone.id, p.id);
+    assert!(matches!(
+        db.get_pipeline(&acme.id, "cascade").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(db.list_pipelines(&beta.id).await.unwrap().len(), 1);
 }

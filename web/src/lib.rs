@@ -7,6 +7,7 @@ pub use askama::Template;
 pub mod chart;
 pub mod dashboard;
 pub mod format;
+pub mod pipelines;
 pub mod whatif;
 
 /// The dashboard's stylesheet, served by the binary.

@@ -175,10 +175,30 @@ impl Inference {
         let want = v2::requirements(|key| tensors::number(&req.parameters, key))?;
         let requested = tensors::requested_outputs(&req.outputs)?;
         let inputs = tensors::decode_inputs(&req.inputs, &req.raw_input_contents)?;
-        let goal = v2::goal(&self.state, &p.tenant_id, &req.model_name).await;
-        let outcome = serve_query(&self.state, &p.tenant_id, goal, want, inputs).await?;
-        let (outputs, raw_output_contents) = tensors::encode_outputs(&outcome.outputs, &requested)?;
-        let parameters = v2::outcome_parameters(&outcome)
+        let (outputs, params) = match v2::pipeline_named(&self.state, &p.tenant_id, &req.model_name)
+            .await
+        {
+            Some(pipeline) => {
+                let out = infaas_control::pipelines::run::infer(
+                    &self.state,
+                    &p.tenant_id,
+                    &pipeline,
+                    want,
+                    inputs,
+                )
+                .await?;
+                let params = v2::pipeline_parameters(&req.model_name, &out)?;
+                (out.outputs, params)
+            }
+            None => {
+                let goal = v2::goal(&self.state, &p.tenant_id, &req.model_name).await;
+                let outcome = serve_query(&self.state, &p.tenant_id, goal, want, inputs).await?;
+                let params = v2::outcome_parameters(&outcome);
+                (outcome.outputs, params)
+            }
+        };
+        let (outputs, raw_output_contents) = tensors::encode_outputs(&outputs, &requested)?;
+        let parameters = params
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), tensors::parameter(v)?)))
             .collect();
@@ -269,7 +289,7 @@ impl GrpcInferenceService for Inference {
         tracked("ModelReady", async {
             let p = self.caller(req.metadata()).await?;
             Ok(ModelReadyResponse {
-                ready: v2::model_is_ready(&self.state, &p.tenant_id, &req.get_ref().name),
+                ready: v2::target_is_ready(&self.state, &p.tenant_id, &req.get_ref().name).await,
             })
         })
         .await

@@ -12,7 +12,7 @@ use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::state::AppState;
 use infaas_control::serving::{serve, Goal, Outcome, Requirements};
 
-fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_core::Tensor>> {
+pub(crate) fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_core::Tensor>> {
     inputs
         .into_iter()
         .map(|t| {
@@ -180,6 +180,7 @@ mod tests {
             accuracy: 0.97,
             reason: "fastest \"active\" variant".into(),
             predicted_ms: 0.042,
+            service_ms: 0.03,
             latency_ms: 0.051,
             cost: 1.5e-9,
         }

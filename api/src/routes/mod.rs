@@ -8,6 +8,7 @@ pub mod health;
 pub mod infer;
 pub mod jobs;
 pub mod models;
+pub mod pipelines;
 pub mod scaling;
 pub mod v2;
 pub mod whatif;

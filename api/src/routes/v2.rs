@@ -100,6 +100,16 @@ fn dtype(s: &str) -> DataType {
 /// The signature of the model or application `name` of `tenant`: a served one's, else a
 /// registered model's inputs (a model that is not ready yet still has a signature).
 pub async fn signature(state: &AppState, tenant: &str, name: &str) -> ApiResult<Signature> {
+    if let Some(p) = pipeline_named(state, tenant, name).await {
+        let (inputs, outputs) = p.signature();
+        let conv = |ts: Vec<infaas_control::pipelines::SignatureTensor>| -> Vec<TensorSpec> {
+            ts.into_iter().map(|(n, d, s)| (n, dtype(&d), s)).collect()
+        };
+        return Ok(Signature {
+            inputs: conv(inputs),
+            outputs: conv(outputs),
+        });
+    }
     let catalog = state.cluster.catalog();
     let served = catalog
         .model(tenant, name)
@@ -190,8 +200,39 @@ pub fn model_is_ready(state: &AppState, tenant: &str, name: &str) -> bool {
     catalog.model(tenant, name).is_some() || catalog.app(tenant, name).is_some()
 }
 
-fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
+/// The pipeline `name` of `tenant`, when the name means no served model or application (a
+/// pipeline is a model on the Open Inference Protocol, as a Triton ensemble is).
+pub async fn pipeline_named(
+    state: &AppState,
+    tenant: &str,
+    name: &str,
+) -> Option<std::sync::Arc<infaas_control::pipelines::Prepared>> {
     if model_is_ready(state, tenant, name) {
+        return None;
+    }
+    infaas_control::pipelines::prepared(state, tenant, name)
+        .await
+        .ok()
+}
+
+/// Whether a model, application or pipeline (every node's target serving) is ready.
+pub async fn target_is_ready(state: &AppState, tenant: &str, name: &str) -> bool {
+    if model_is_ready(state, tenant, name) {
+        return true;
+    }
+    let Some(p) = pipeline_named(state, tenant, name).await else {
+        return false;
+    };
+    let catalog = state.cluster.catalog();
+    p.targets().iter().all(|t| match t {
+        (Some(app), _) => catalog.app(tenant, app).is_some(),
+        (None, Some(model)) => catalog.model(tenant, model).is_some(),
+        (None, None) => true,
+    })
+}
+
+async fn is_ready(state: &AppState, tenant: &str, name: &str) -> StatusCode {
+    if target_is_ready(state, tenant, name).await {
         StatusCode::OK
     } else {
         StatusCode::BAD_REQUEST
@@ -204,7 +245,7 @@ pub async fn model_ready(
     p: Principal,
     Path(name): Path<String>,
 ) -> StatusCode {
-    is_ready(&state, &p.tenant_id, &name)
+    is_ready(&state, &p.tenant_id, &name).await
 }
 
 /// `GET /v2/models/{name}/versions/{version}/ready`.
@@ -213,7 +254,7 @@ pub async fn model_version_ready(
     p: Principal,
     Path((name, _v)): Path<(String, String)>,
 ) -> StatusCode {
-    is_ready(&state, &p.tenant_id, &name)
+    is_ready(&state, &p.tenant_id, &name).await
 }
 
 fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Vec<u8>> {
@@ -316,6 +357,33 @@ async fn infer_named(
     let mut req =
         decode_v2_request(&body, header_length).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let want = requirements(|key| number(&req.parameters, key))?;
+    if let Some(pipeline) = pipeline_named(&state, &p.tenant_id, &name).await {
+        let out = infaas_control::pipelines::run::infer(
+            &state,
+            &p.tenant_id,
+            &pipeline,
+            want,
+            std::mem::take(&mut req.inputs),
+        )
+        .await?;
+        let params = pipeline_parameters(&name, &out)?;
+        let encoded = encode_v2_response(
+            &name,
+            version.as_deref(),
+            req.id.as_deref(),
+            &out.outputs,
+            &req,
+            params,
+        )
+        .map_err(|e| {
+            if e.is_client_error() {
+                ApiError::BadRequest(e.to_string())
+            } else {
+                ApiError::internal(e)
+            }
+        })?;
+        return Ok(encoded_response(encoded, HeaderMap::new()));
+    }
     let outcome = serve(
         &state,
         &p.tenant_id,
@@ -340,16 +408,42 @@ async fn infer_named(
             ApiError::internal(e)
         }
     })?;
-    let mut resp_headers = outcome_headers(&outcome);
+    Ok(encoded_response(encoded, outcome_headers(&outcome)))
+}
+
+fn encoded_response(encoded: infaas_protocol::EncodedResponse, mut headers: HeaderMap) -> Response {
     if let Ok(v) = HeaderValue::from_str(encoded.content_type()) {
-        resp_headers.insert(header::CONTENT_TYPE, v);
+        headers.insert(header::CONTENT_TYPE, v);
     }
     if let Some(n) = encoded.header_length {
         if let Ok(v) = HeaderValue::from_str(&n.to_string()) {
-            resp_headers.insert(INFERENCE_HEADER_CONTENT_LENGTH, v);
+            headers.insert(INFERENCE_HEADER_CONTENT_LENGTH, v);
         }
     }
-    Ok((resp_headers, encoded.body).into_response())
+    (headers, encoded.body).into_response()
+}
+
+/// How a pipeline query was served, as a v2 response's `parameters`: `pipeline`, `variant`
+/// (`node=variant, ...` for the nodes that ran), `latency_ms`, `accuracy` (numbers) and
+/// `nodes` (a JSON string: what each node did).
+pub fn pipeline_parameters(
+    name: &str,
+    out: &infaas_control::pipelines::run::PipelineOutcome,
+) -> ApiResult<serde_json::Map<String, serde_json::Value>> {
+    let mut params = serde_json::Map::new();
+    params.insert("pipeline".into(), name.into());
+    params.insert("latency_ms".into(), out.latency_ms.into());
+    params.insert("accuracy".into(), out.accuracy.into());
+    // The variants that served, node by node (a client reading `variant` as for a model).
+    let variants: Vec<String> = out
+        .nodes
+        .iter()
+        .filter_map(|n| Some(format!("{}={}", n.node, n.variant.as_deref()?)))
+        .collect();
+    params.insert("variant".into(), variants.join(", ").into());
+    let nodes = serde_json::to_string(&out.nodes).map_err(ApiError::internal)?;
+    params.insert("nodes".into(), nodes.into());
+    Ok(params)
 }
 
 /// `POST /v2/models/{name}/infer`.

@@ -238,3 +238,107 @@ fn bad_input_is_named() {
     }
     assert!(Path::new(&profiles).exists());
 }
+
+/// `infaas sim-pipelines` as a user runs it, on a catalogue and a Proteus-format trace of their
+/// own (a detector and two classifiers, a minute of bursty arrivals): the table has InferLine's
+/// plan with and without the tuner and both baselines, InferLine meets the SLO at the planned
+/// percentile and costs no more than the per-stage plan, and the JSON report says SIMULATED.
+#[test]
+fn sim_pipelines_plans_tunes_and_compares_with_the_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut csv = String::from(
+        "Model,Accel,Trials,batchsize,50th_pct,90th_pct,avg_latency(ms),Min,Max,Accuracy,Normalized_Accuracy\n",
+    );
+    for (model, acc, base, per_row) in [
+        ("yolov5n", 45.0, 6.0, 2.0),
+        ("yolov5s", 56.0, 9.0, 3.0),
+        ("resnet18_v1", 69.8, 4.0, 1.5),
+        ("resnet50_v1", 76.1, 8.0, 3.0),
+    ] {
+        for accel in ["onnxruntime_cpu", "onnxruntime_gpu_pascal"] {
+            let k = if accel == "onnxruntime_cpu" { 4.0 } else { 1.0 };
+            for b in [1, 2, 4, 8, 16] {
+                let ms = k * (base + per_row * b as f64);
+                csv.push_str(&format!(
+                    "{model},{accel},100,{b},{ms},{},{ms},{ms},{},{acc},{acc}\n",
+                    ms * 1.1,
+                    ms * 1.3
+                ));
+            }
+        }
+    }
+    std::fs::write(dir.path().join("profiles.csv"), csv).unwrap();
+    let traces = dir.path().join("trace");
+    std::fs::create_dir(&traces).unwrap();
+    // 60 s: 40 q/s, with 120 q/s bursts for 2 s every 10 s.
+    let mut lines = String::new();
+    let mut t = 0.0f64;
+    while t < 60_000.0 {
+        lines.push_str(&format!("{t:.1},1,300\n"));
+        let bursting = (t / 1000.0) as u64 % 10 < 2;
+        t += if bursting { 1000.0 / 120.0 } else { 25.0 };
+    }
+    std::fs::write(traces.join("yolo.txt"), lines).unwrap();
+    let out_json = dir.path().join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .args([
+            "sim-pipelines",
+            "--pipeline",
+            "detect-classify",
+            "--plan-s",
+            "20",
+        ])
+        .arg("--profiles")
+        .arg(dir.path().join("profiles.csv"))
+        .arg("--proteus")
+        .arg(&traces)
+        .arg("--out")
+        .arg(&out_json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("SIMULATED"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+    assert_eq!(report["simulated"], true);
+    let rows = report["pipelines"][0]["rows"].as_array().unwrap();
+    let row = |policy: &str| {
+        rows.iter()
+            .find(|r| r["policy"] == policy)
+            .unwrap_or_else(|| panic!("no {policy} row: {stdout}"))
+    };
+    for policy in ["inferline", "inferline-plan", "per-stage", "cg-peak"] {
+        assert!(stdout.contains(policy), "{policy}: {stdout}");
+    }
+    let inferline = row("inferline");
+    assert!(
+        inferline["slo_attainment"].as_f64().unwrap() >= 0.995,
+        "{stdout}"
+    );
+    assert!(
+        inferline["cost_per_hour"].as_f64().unwrap()
+            <= row("per-stage")["cost_per_hour"].as_f64().unwrap() + 1e-9,
+        "{stdout}"
+    );
+    assert!(inferline["estimates"].as_u64().unwrap() > 0);
+    // An unknown pipeline is named, with the known ones.
+    let bad = Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .args(["sim-pipelines", "--pipeline", "nope"])
+        .arg("--profiles")
+        .arg(dir.path().join("profiles.csv"))
+        .arg("--proteus")
+        .arg(&traces)
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("unknown pipeline 'nope'") && err.contains("detect-classify"),
+        "{err}"
+    );
+}

@@ -4,6 +4,7 @@
 pub mod jobs;
 mod models;
 mod objects;
+mod pipelines;
 mod reports;
 mod settings;
 mod tenants;
@@ -20,6 +21,7 @@ use crate::StoreError;
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
 pub use models::{CatalogEntry, NewModel, NewVariant};
 pub use objects::ObjectRecord;
+pub use pipelines::PipelineRow;
 pub use reports::{JobSummary, NewScalingEvent, ScalingEventRow};
 pub use usage::{merge_slo, UsageRow};
 pub use whatif::WhatIfRun;

@@ -5,6 +5,7 @@
 
 mod forms;
 mod pages;
+mod pipelines;
 mod report;
 pub mod session;
 mod whatif;
@@ -44,6 +45,9 @@ pub fn routes(upload_limit: usize) -> Router<AppState> {
         )
         .route("/models/new", get(forms::register_form))
         .route("/models/{name}", get(pages::model))
+        .route("/pipelines", get(pipelines::list).post(pipelines::register))
+        .route("/pipelines/{name}", get(pipelines::show))
+        .route("/pipelines/{name}/delete", post(pipelines::delete))
         .route("/workers", get(pages::workers))
         .route("/scaling", get(pages::scaling))
         .route(

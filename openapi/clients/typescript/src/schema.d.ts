@@ -384,6 +384,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/pipelines": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's pipelines. */
+        get: operations["list_pipelines"];
+        put?: never;
+        /**
+         * Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
+         *     against the registry; an error names the node and the tensor.
+         */
+        post: operations["create_pipeline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pipelines/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One pipeline. */
+        get: operations["show_pipeline"];
+        put?: never;
+        post?: never;
+        /** Deletes a pipeline (its applications and models stay). */
+        delete: operations["delete_pipeline"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pipelines/{name}/infer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Runs a query through the pipeline: independent branches in parallel, the rows of the
+         *     request batched per node, `latency_ms` and `min_accuracy` overriding the pipeline's SLO.
+         */
+        post: operations["infer_pipeline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pipelines/{name}/plan": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
+         *     that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
+         *     the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
+         *     pipeline's recorded arrivals of the last hour.
+         */
+        post: operations["plan_pipeline"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/traces/recorded": {
         parameters: {
             query?: never;
@@ -783,6 +864,91 @@ export interface components {
             /** Format: int64 */
             updated_at_ms: number;
             variants: components["schemas"]["VariantView"][];
+        };
+        /** @description What one node did for the query. */
+        NodeRunView: {
+            /** Format: double */
+            accuracy?: number | null;
+            /**
+             * Format: double
+             * @description The node's latency budget (ms) when it started: what was left of the SLO, shared over
+             *     the model nodes still ahead.
+             */
+            budget_ms?: number | null;
+            hardware?: string | null;
+            /** @description `app`, `model`, or the combiner (`mean`, `vote`, `concat`, `first`). */
+            kind: string;
+            /** Format: double */
+            latency_ms: number;
+            model?: string | null;
+            node: string;
+            /** @description Why this variant (or why the node was skipped). */
+            reason: string;
+            /** @description Rows of the request the node ran on; 0 when a switch skipped it. */
+            rows: number;
+            variant?: string | null;
+            worker?: string | null;
+        };
+        /** @description The answer to a pipeline query. */
+        PipelineInferResponse: {
+            /**
+             * Format: double
+             * @description Estimated accuracy of this answer: the product of the accuracies of the model nodes
+             *     that ran, each weighted by the share of rows it ran on.
+             */
+            accuracy: number;
+            /** Format: double */
+            latency_ms: number;
+            nodes: components["schemas"]["NodeRunView"][];
+            outputs: Record<string, never>[];
+            pipeline: string;
+            /**
+             * Format: double
+             * @description The end-to-end SLO the query ran under (the pipeline's or the query's override).
+             */
+            slo_ms?: number | null;
+        };
+        PipelineList: {
+            pipelines: components["schemas"]["PipelineView"][];
+        };
+        /** @description A registered pipeline. */
+        PipelineView: {
+            /** Format: int64 */
+            created_at_ms: number;
+            description?: string | null;
+            name: string;
+            /** @description The applied plan, if any (see `POST /v1/pipelines/{name}/plan`). */
+            plan: Record<string, never> | null;
+            /** @description Queries of the last minute on this controller. */
+            queries_last_minute: number;
+            /**
+             * @description The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
+             *     `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+             */
+            spec: Record<string, never>;
+            /**
+             * @description Live figures (`GET /v1/pipelines/{name}` only): per node its planned and last variant,
+             *     replicas, queued rows, p99 over the last minute, measured branch probability and cost
+             *     per hour; the end-to-end p99 and SLO attainment per second (this controller).
+             */
+            status: Record<string, never> | null;
+            /** Format: int64 */
+            updated_at_ms: number;
+        };
+        /** @description What to plan a pipeline on. */
+        PlanBody: {
+            /** @description Store the plan (queries then run each node on the plan's model) and load its replicas. */
+            apply?: boolean;
+            /**
+             * @description A workload generator for the planning trace (the `infaas sim --generate` syntax), e.g.
+             *     `poisson:rate=100,duration=600`.
+             */
+            generate?: string | null;
+            /**
+             * @description A planning trace in the documented CSV format (`time_ms,app,slo_ms,min_accuracy`);
+             *     every arrival counts as a pipeline query.
+             */
+            trace_csv?: string | null;
         };
         QuotaView: {
             /** Format: int64 */
@@ -2774,6 +2940,453 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_pipelines: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineList"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_pipeline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The pipeline document, JSON or YAML, at most 256 KiB (README, "Pipelines") */
+        requestBody: {
+            content: {
+                "application/json": Record<string, never>;
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineView"];
+                };
+            };
+            /** @description Invalid document: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A node names an application or model that does not exist */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The name is taken (by a pipeline, application or model), or a node's model failed registration */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Document over 256 KiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    show_pipeline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineView"];
+                };
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_pipeline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    infer_pipeline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InferRequest"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineInferResponse"];
+                };
+            };
+            /** @description Inputs that do not fit the pipeline (the message names the tensor) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such pipeline */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The pipeline no longer fits the registry (a model was deleted or failed) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Body over the limit (JSON bodies: `max_body_bytes` (default 8 MiB); uploads (multipart and file bodies): `max_upload_bytes` per file (default 512 MiB)) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No variant of a node meets its share of the requirements (the message names the node) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A node is overloaded, or the tenant's rate limit */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A node's model is not ready yet; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    plan_pipeline: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlanBody"];
+            };
+        };
+        responses: {
+            /** @description The plan: per node variant, max batch, replicas, cost; predicted latency at the SLO's percentile, p99, attainment, accuracy, cost, planner time */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description A bad generator or trace */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A planning trace over 2,000,000 queries */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No SLO, too few queries to plan on, or no configuration meets the requirements (the message gives the closest: service time, best accuracy, cheapest cost) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description A node's models have no profiled variants yet */
+            503: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {

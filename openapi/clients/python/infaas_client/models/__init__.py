@@ -5,6 +5,7 @@ from .app_detail import AppDetail
 from .app_list import AppList
 from .app_summary import AppSummary
 from .create_key_request import CreateKeyRequest
+from .create_pipeline_body import CreatePipelineBody
 from .created_key import CreatedKey
 from .datatype import Datatype
 from .error_body import ErrorBody
@@ -26,6 +27,16 @@ from .me import Me
 from .model_list import ModelList
 from .model_view import ModelView
 from .model_view_signature import ModelViewSignature
+from .node_run_view import NodeRunView
+from .pipeline_infer_response import PipelineInferResponse
+from .pipeline_infer_response_outputs_item import PipelineInferResponseOutputsItem
+from .pipeline_list import PipelineList
+from .pipeline_view import PipelineView
+from .pipeline_view_plan_type_0 import PipelineViewPlanType0
+from .pipeline_view_spec import PipelineViewSpec
+from .pipeline_view_status_type_0 import PipelineViewStatusType0
+from .plan_body import PlanBody
+from .plan_pipeline_response_200 import PlanPipelineResponse200
 from .quota_view import QuotaView
 from .readiness import Readiness
 from .recorded_trace import RecordedTrace
@@ -63,6 +74,7 @@ __all__ = (
     "AppSummary",
     "CreatedKey",
     "CreateKeyRequest",
+    "CreatePipelineBody",
     "Datatype",
     "ErrorBody",
     "FileList",
@@ -83,6 +95,16 @@ __all__ = (
     "ModelList",
     "ModelView",
     "ModelViewSignature",
+    "NodeRunView",
+    "PipelineInferResponse",
+    "PipelineInferResponseOutputsItem",
+    "PipelineList",
+    "PipelineView",
+    "PipelineViewPlanType0",
+    "PipelineViewSpec",
+    "PipelineViewStatusType0",
+    "PlanBody",
+    "PlanPipelineResponse200",
     "QuotaView",
     "Readiness",
     "RecordedTrace",

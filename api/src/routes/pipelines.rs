@@ -1,0 +1,263 @@
+//! Pipelines: register (JSON or YAML), list, show, delete, query, plan.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use infaas_control::pipelines::{self, run, Pipeline};
+use infaas_control::serving::Requirements;
+use infaas_protocol::v1::InferRequest;
+use infaas_protocol::JsonTensorOut;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult, ErrorBody, Json};
+use crate::state::AppState;
+
+/// A registered pipeline.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PipelineView {
+    pub name: String,
+    pub description: Option<String>,
+    /// The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
+    /// `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+    #[schema(value_type = Object)]
+    pub spec: serde_json::Value,
+    /// The applied plan, if any (see `POST /v1/pipelines/{name}/plan`).
+    #[schema(value_type = Object, nullable)]
+    pub plan: Option<serde_json::Value>,
+    /// Queries of the last minute on this controller.
+    pub queries_last_minute: usize,
+    /// Live figures (`GET /v1/pipelines/{name}` only): per node its planned and last variant,
+    /// replicas, queued rows, p99 over the last minute, measured branch probability and cost
+    /// per hour; the end-to-end p99 and SLO attainment per second (this controller).
+    #[schema(value_type = Object, nullable)]
+    pub status: Option<infaas_control::pipelines::status::PipelineStatus>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PipelineList {
+    pub pipelines: Vec<PipelineView>,
+}
+
+fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> {
+    let spec = serde_json::to_value(&p.spec).map_err(ApiError::internal)?;
+    Ok(PipelineView {
+        queries_last_minute: state
+            .pipelines
+            .arrivals(tenant, &p.spec.name, 60_000.0)
+            .len(),
+        name: p.spec.name.clone(),
+        description: p.spec.description.clone(),
+        spec,
+        status: None,
+        plan: p.plan,
+        created_at_ms: p.created_at_ms,
+        updated_at_ms: p.updated_at_ms,
+    })
+}
+
+/// Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
+/// against the registry; an error names the node and the tensor.
+#[utoipa::path(post, path = "/v1/pipelines", operation_id = "create_pipeline", tag = "pipelines", security(("bearer" = [])),
+    request_body(content = Object, description = "The pipeline document, JSON or YAML, at most 256 KiB (README, \"Pipelines\")",
+        content_type = "application/json"),
+    responses((status = 201, body = PipelineView),
+              (status = 400, description = "Invalid document: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor)", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, description = "A node names an application or model that does not exist", body = ErrorBody),
+              (status = 409, description = "The name is taken (by a pipeline, application or model), or a node's model failed registration", body = ErrorBody),
+              (status = 413, description = "Document over 256 KiB", body = ErrorBody)))]
+pub async fn create(
+    State(state): State<AppState>,
+    p: Principal,
+    body: Bytes,
+) -> ApiResult<(StatusCode, Json<PipelineView>)> {
+    let spec = pipelines::parse_document(&body)?;
+    let created = pipelines::create(&state, &p.tenant_id, spec).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(view(&state, &p.tenant_id, created)?),
+    ))
+}
+
+/// The tenant's pipelines.
+#[utoipa::path(get, path = "/v1/pipelines", operation_id = "list_pipelines", tag = "pipelines", security(("bearer" = [])),
+    responses((status = 200, body = PipelineList), (status = 401, body = ErrorBody)))]
+pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json<PipelineList>> {
+    let all = pipelines::list(&state, &p.tenant_id).await?;
+    let pipelines = all
+        .into_iter()
+        .map(|x| view(&state, &p.tenant_id, x))
+        .collect::<ApiResult<_>>()?;
+    Ok(Json(PipelineList { pipelines }))
+}
+
+/// One pipeline.
+#[utoipa::path(get, path = "/v1/pipelines/{name}", operation_id = "show_pipeline", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name")),
+    responses((status = 200, body = PipelineView), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn show(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<Json<PipelineView>> {
+    let got = pipelines::get(&state, &p.tenant_id, &name).await?;
+    let mut v = view(&state, &p.tenant_id, got)?;
+    // The live figures need the pipeline to still fit the registry; without them the
+    // document and plan are still shown.
+    if let Ok(prepared) = pipelines::prepared(&state, &p.tenant_id, &name).await {
+        v.status = Some(pipelines::status::status(&state, &p.tenant_id, &prepared));
+    }
+    Ok(Json(v))
+}
+
+/// Deletes a pipeline (its applications and models stay).
+#[utoipa::path(delete, path = "/v1/pipelines/{name}", operation_id = "delete_pipeline", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name")),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn delete(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    pipelines::delete(&state, &p.tenant_id, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// What one node did for the query.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct NodeRunView {
+    pub node: String,
+    /// `app`, `model`, or the combiner (`mean`, `vote`, `concat`, `first`).
+    pub kind: String,
+    /// Rows of the request the node ran on; 0 when a switch skipped it.
+    pub rows: usize,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub worker: Option<String>,
+    pub hardware: Option<String>,
+    pub accuracy: Option<f64>,
+    /// The node's latency budget (ms) when it started: what was left of the SLO, shared over
+    /// the model nodes still ahead.
+    pub budget_ms: Option<f64>,
+    pub latency_ms: f64,
+    /// Why this variant (or why the node was skipped).
+    pub reason: String,
+}
+
+/// The answer to a pipeline query.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PipelineInferResponse {
+    #[schema(value_type = Vec<Object>)]
+    pub outputs: Vec<serde_json::Value>,
+    pub pipeline: String,
+    pub latency_ms: f64,
+    /// The end-to-end SLO the query ran under (the pipeline's or the query's override).
+    pub slo_ms: Option<f64>,
+    /// Estimated accuracy of this answer: the product of the accuracies of the model nodes
+    /// that ran, each weighted by the share of rows it ran on.
+    pub accuracy: f64,
+    pub nodes: Vec<NodeRunView>,
+}
+
+#[derive(Serialize)]
+struct Answer<'a> {
+    outputs: Vec<JsonTensorOut<'a>>,
+    pipeline: &'a str,
+    latency_ms: f64,
+    slo_ms: Option<f64>,
+    accuracy: f64,
+    nodes: &'a [run::NodeRun],
+}
+
+/// Runs a query through the pipeline: independent branches in parallel, the rows of the
+/// request batched per node, `latency_ms` and `min_accuracy` overriding the pipeline's SLO.
+#[utoipa::path(post, path = "/v1/pipelines/{name}/infer", operation_id = "infer_pipeline", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name")),
+    request_body = InferRequest,
+    responses((status = 200, body = PipelineInferResponse),
+              (status = 400, description = "Inputs that do not fit the pipeline (the message names the tensor)", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, description = "No such pipeline", body = ErrorBody),
+              (status = 409, description = "The pipeline no longer fits the registry (a model was deleted or failed)", body = ErrorBody),
+              (status = 422, description = "No variant of a node meets its share of the requirements (the message names the node)", body = ErrorBody),
+              (status = 429, description = "A node is overloaded, or the tenant's rate limit", body = ErrorBody),
+              (status = 503, description = "A node's model is not ready yet; retry", body = ErrorBody)))]
+pub async fn infer(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    Json(req): Json<InferRequest>,
+) -> ApiResult<axum::response::Response> {
+    let inputs = crate::routes::infer::decode_inputs(req.inputs)?;
+    let want = Requirements {
+        latency_ms: req.latency_ms,
+        min_accuracy: req.min_accuracy,
+        max_cost: req.max_cost,
+    };
+    let prepared = pipelines::prepared(&state, &p.tenant_id, &name).await?;
+    let out = run::infer(&state, &p.tenant_id, &prepared, want, inputs).await?;
+    let answer = Answer {
+        outputs: out.outputs.iter().map(JsonTensorOut::new).collect(),
+        pipeline: &name,
+        latency_ms: out.latency_ms,
+        slo_ms: out.slo_ms,
+        accuracy: out.accuracy,
+        nodes: &out.nodes,
+    };
+    let body = serde_json::to_vec(&answer).map_err(ApiError::internal)?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
+}
+
+/// What to plan a pipeline on.
+#[derive(Deserialize, ToSchema)]
+pub struct PlanBody {
+    /// A workload generator for the planning trace (the `infaas sim --generate` syntax), e.g.
+    /// `poisson:rate=100,duration=600`.
+    pub generate: Option<String>,
+    /// A planning trace in the documented CSV format (`time_ms,app,slo_ms,min_accuracy`);
+    /// every arrival counts as a pipeline query.
+    pub trace_csv: Option<String>,
+    /// Store the plan (queries then run each node on the plan's model) and load its replicas.
+    #[serde(default)]
+    pub apply: bool,
+}
+
+/// Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
+/// that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
+/// the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
+/// pipeline's recorded arrivals of the last hour.
+#[utoipa::path(post, path = "/v1/pipelines/{name}/plan", operation_id = "plan_pipeline", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name")),
+    request_body = PlanBody,
+    responses((status = 200, description = "The plan: per node variant, max batch, replicas, cost; predicted latency at the SLO's percentile, p99, attainment, accuracy, cost, planner time", body = Object),
+              (status = 400, description = "A bad generator or trace", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 413, description = "A planning trace over 2,000,000 queries", body = ErrorBody),
+              (status = 422, description = "No SLO, too few queries to plan on, or no configuration meets the requirements (the message gives the closest: service time, best accuracy, cheapest cost)", body = ErrorBody),
+              (status = 503, description = "A node's models have no profiled variants yet", body = ErrorBody)))]
+pub async fn plan(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    Json(body): Json<PlanBody>,
+) -> ApiResult<Json<pipelines::plan::PlanReport>> {
+    let req = pipelines::plan::PlanRequest {
+        generate: body.generate,
+        trace_csv: body.trace_csv,
+        apply: body.apply,
+    };
+    Ok(Json(
+        pipelines::plan::plan(&state, &p.tenant_id, &name, req).await?,
+    ))
+}

@@ -1,0 +1,494 @@
+//! Pipelines: DAGs of applications, models and combiners under one end-to-end SLO.
+//!
+//! - [`validate`]: the document checked against the registry (tensors connect, targets serve);
+//! - [`rows`]: which rows each node runs on (switch conditions) and the combiners;
+//! - [`run`]: serving a query through the DAG, independent branches in parallel, each model
+//!   node through the platform's query path (model-less for application nodes);
+//! - [`plan`]: InferLine's planner over the nodes' profiled variants, judged by the simulator;
+//! - [`tune`]: InferLine's tuner, once a second, on the pipelines planned here;
+//! - [`status`]: the live picture of a pipeline for the API and the dashboard.
+//!
+//! What the pipelines did recently (arrivals, how often each switch branch ran) is kept here
+//! in memory for the planner and the dashboard.
+
+pub mod plan;
+pub mod rows;
+pub mod run;
+pub mod status;
+pub mod tune;
+pub mod validate;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use infaas_core::pipeline::PipelineSpec;
+use infaas_store::db::PipelineRow;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::platform::ControlPlane;
+
+/// Largest pipeline document accepted, in bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+/// Arrivals kept per pipeline for planning (the last hour at most).
+const ARRIVALS_KEPT_MS: f64 = 3_600_000.0;
+/// How long a checked pipeline is reused by queries before it is read and checked again
+/// (changes made through this controller take effect at once).
+const PREPARED_TTL: Duration = Duration::from_secs(2);
+
+/// A pipeline checked against the registry, ready to serve.
+#[derive(Debug)]
+pub struct Prepared {
+    pub pipeline: Pipeline,
+    /// Node indices in an order where every node follows those it reads.
+    pub order: Vec<usize>,
+    pub shapes: Vec<validate::NodeShape>,
+}
+
+/// One tensor of a signature: name, datatype, shape with `-1` for the batch dimension.
+pub type SignatureTensor = (String, String, Vec<i64>);
+
+impl Prepared {
+    /// The pipeline's inputs and outputs, as a model's signature.
+    pub fn signature(&self) -> (Vec<SignatureTensor>, Vec<SignatureTensor>) {
+        let spec = &self.pipeline.spec;
+        let inputs = spec
+            .inputs
+            .iter()
+            .map(|i| {
+                let dt = infaas_core::DataType::parse(&i.datatype)
+                    .map_or_else(|| i.datatype.clone(), |d| d.as_str().to_string());
+                let shape = std::iter::once(-1).chain(i.shape.iter().copied()).collect();
+                (i.name.clone(), dt, shape)
+            })
+            .collect();
+        let outputs = spec
+            .outputs
+            .iter()
+            .filter_map(|(name, source)| {
+                let infaas_core::pipeline::Source::Node { node, output } =
+                    infaas_core::pipeline::parse_source(source)
+                else {
+                    return None;
+                };
+                let t = self
+                    .shapes
+                    .get(spec.node_index(node)?)?
+                    .outputs
+                    .get(output)?;
+                let shape = std::iter::once(-1)
+                    .chain(t.features.iter().copied())
+                    .collect();
+                Some((name.clone(), t.datatype.clone(), shape))
+            })
+            .collect();
+        (inputs, outputs)
+    }
+
+    /// The applications and models the pipeline's nodes run.
+    pub fn targets(&self) -> Vec<(Option<&str>, Option<&str>)> {
+        self.pipeline
+            .spec
+            .nodes
+            .iter()
+            .filter(|n| n.combine.is_none())
+            .map(|n| (n.app.as_deref(), n.model.as_deref()))
+            .collect()
+    }
+}
+
+/// The pipeline `name` of `tenant`, checked (cached for a moment).
+pub async fn prepared(
+    state: &ControlPlane,
+    tenant: &str,
+    name: &str,
+) -> Result<Arc<Prepared>, Error> {
+    if let Some(p) = state.pipelines.cached(tenant, name) {
+        return Ok(p);
+    }
+    let pipeline = get(state, tenant, name).await?;
+    let models = state.db.list_models(tenant, None).await?;
+    let (order, shapes) = validate::check(&pipeline.spec, &validate::Registry { models: &models })
+        .map_err(|e| match e {
+            Error::NotFound(m) | Error::Conflict(m) | Error::Invalid(m) => Error::Conflict(
+                format!("pipeline '{name}' no longer fits the registry: {m}"),
+            ),
+            other => other,
+        })?;
+    let p = Arc::new(Prepared {
+        pipeline,
+        order,
+        shapes,
+    });
+    state.pipelines.cache(tenant, name, p.clone());
+    Ok(p)
+}
+
+/// A registered pipeline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Pipeline {
+    pub id: String,
+    pub spec: PipelineSpec,
+    /// The applied plan, if any.
+    pub plan: Option<serde_json::Value>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+impl Pipeline {
+    fn from_row(row: PipelineRow) -> Result<Pipeline, Error> {
+        let spec = serde_json::from_str(&row.spec).map_err(|e| {
+            Error::internal(anyhow::anyhow!(
+                "stored pipeline '{}' does not parse: {e}",
+                row.name
+            ))
+        })?;
+        let plan = match row.plan.as_deref() {
+            Some(p) => Some(serde_json::from_str(p).map_err(|e| {
+                Error::internal(anyhow::anyhow!(
+                    "stored plan of pipeline '{}' does not parse: {e}",
+                    row.name
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Pipeline {
+            id: row.id,
+            spec,
+            plan,
+            created_at_ms: row.created_at,
+            updated_at_ms: row.updated_at,
+        })
+    }
+}
+
+/// Reads a pipeline document, JSON or YAML (JSON is tried first).
+pub fn parse_document(bytes: &[u8]) -> Result<PipelineSpec, Error> {
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(Error::TooLarge(format!(
+            "a pipeline document is at most {MAX_DOCUMENT_BYTES} bytes; this one is {}",
+            bytes.len()
+        )));
+    }
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| Error::Invalid(format!("the pipeline document is not UTF-8: {e}")))?;
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') {
+        serde_json::from_str(text)
+            .map_err(|e| Error::Invalid(format!("the pipeline document is not valid JSON: {e}")))
+    } else {
+        serde_yaml::from_str(text).map_err(|e| {
+            Error::Invalid(format!(
+                "the pipeline document is neither JSON nor valid YAML: {e}"
+            ))
+        })
+    }
+}
+
+/// Registers a pipeline after checking it against the registry.
+pub async fn create(
+    state: &ControlPlane,
+    tenant: &str,
+    spec: PipelineSpec,
+) -> Result<Pipeline, Error> {
+    let models = state.db.list_models(tenant, None).await?;
+    validate::check(&spec, &validate::Registry { models: &models })?;
+    // A pipeline is also a model on the Open Inference Protocol: its name must not hide an
+    // application or model of the tenant.
+    if models
+        .iter()
+        .any(|m| m.name == spec.name || m.app == spec.name)
+    {
+        return Err(Error::Conflict(format!(
+            "'{}' already names an application or model of this tenant; a pipeline needs a name of its own (it is served as /v2/models/{{name}})",
+            spec.name
+        )));
+    }
+    let text = serde_json::to_string(&spec).map_err(Error::internal)?;
+    let row = state
+        .db
+        .create_pipeline(tenant, &spec.name, &text, spec.slo.latency_ms, None)
+        .await?;
+    Pipeline::from_row(row)
+}
+
+pub async fn get(state: &ControlPlane, tenant: &str, name: &str) -> Result<Pipeline, Error> {
+    Pipeline::from_row(state.db.get_pipeline(tenant, name).await?)
+}
+
+pub async fn list(state: &ControlPlane, tenant: &str) -> Result<Vec<Pipeline>, Error> {
+    state
+        .db
+        .list_pipelines(tenant)
+        .await?
+        .into_iter()
+        .map(Pipeline::from_row)
+        .collect()
+}
+
+pub async fn delete(state: &ControlPlane, tenant: &str, name: &str) -> Result<(), Error> {
+    let row = state.db.delete_pipeline(tenant, name).await?;
+    if let Some(key) = row.validation_key {
+        if let Err(e) = state.objects.delete(&key).await {
+            tracing::warn!(key = %key, error = %e, "cannot delete a deleted pipeline's validation set");
+        }
+    }
+    state.pipelines.forget(tenant, name);
+    state.pipelines.tuners.remove(tenant, name);
+    Ok(())
+}
+
+/// Whether `name` is a pipeline of the tenant (for the Open Inference Protocol, which names
+/// pipelines as models).
+pub async fn exists(state: &ControlPlane, tenant: &str, name: &str) -> bool {
+    state.pipelines.cached(tenant, name).is_some()
+        || state.db.get_pipeline(tenant, name).await.is_ok()
+}
+
+/// Recent activity of one pipeline.
+#[derive(Debug, Default)]
+struct Activity {
+    /// Arrival times (ms since the Unix epoch), oldest first, the last hour.
+    arrivals: VecDeque<f64>,
+    /// Per node: (queries that reached its parents, queries it ran for).
+    branches: HashMap<String, (u64, u64)>,
+    /// Per node: (when, latency ms) of its runs in the last minute, and the last variant.
+    node_runs: HashMap<String, NodeRuns>,
+    /// End-to-end (when, latency ms) of the last minute.
+    answers: VecDeque<(f64, f64)>,
+    /// Per second (ms since the Unix epoch / 1000): queries answered, and within the SLO.
+    seconds: VecDeque<(i64, u64, u64)>,
+    /// Per answered query, its latency beyond the profiled model time of its longest path
+    /// (dispatch, transfers, combiners, queueing), ms; the last [`OVERHEAD_KEPT`].
+    overhead: VecDeque<f64>,
+}
+
+/// Overhead samples kept per pipeline.
+const OVERHEAD_KEPT: usize = 10_000;
+
+/// A node's (when, latency ms) runs of the last minute and the variant of its last run.
+type NodeRuns = (VecDeque<(f64, f64)>, Option<String>);
+/// Checked pipelines by (tenant, name), with when they were checked.
+type PreparedCache = HashMap<(String, String), (Instant, Arc<Prepared>)>;
+
+/// Seconds of attainment history kept per pipeline.
+const SECONDS_KEPT: i64 = 1800;
+/// Window of the per-node and end-to-end latency figures.
+const RECENT_MS: f64 = 60_000.0;
+
+fn prune(q: &mut VecDeque<(f64, f64)>, now: f64) {
+    while q.front().is_some_and(|(t, _)| now - t > RECENT_MS) {
+        q.pop_front();
+    }
+}
+
+/// The `p`-th percentile of `values` (nearest rank), `None` when empty.
+pub fn percentile(values: &mut [f64], p: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
+    Some(values[rank.clamp(1, values.len()) - 1])
+}
+
+/// What a pipeline did in the last minute and its SLO attainment per second.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RecentFigures {
+    /// Per node: (node, runs in the last minute, p99 latency ms, last variant).
+    pub nodes: Vec<(String, usize, Option<f64>, Option<String>)>,
+    pub queries_last_minute: usize,
+    pub p99_ms: Option<f64>,
+    /// Per second: (ms since the Unix epoch, queries answered, within the SLO), oldest first.
+    pub seconds: Vec<(i64, u64, u64)>,
+}
+
+/// What the pipelines did recently, per tenant and pipeline (in memory, this controller).
+#[derive(Debug, Default)]
+pub struct PipelineActivity {
+    inner: Mutex<HashMap<(String, String), Activity>>,
+    prepared: Mutex<PreparedCache>,
+    /// The tuners of the pipelines whose plan was applied on this controller.
+    pub tuners: tune::Tuners,
+}
+
+impl PipelineActivity {
+    fn with<R>(&self, tenant: &str, name: &str, f: impl FnOnce(&mut Activity) -> R) -> R {
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        f(map
+            .entry((tenant.to_string(), name.to_string()))
+            .or_default())
+    }
+
+    /// Records a query's arrival.
+    pub fn arrival(&self, tenant: &str, name: &str, at_ms: f64) {
+        self.with(tenant, name, |a| {
+            a.arrivals.push_back(at_ms);
+            while a
+                .arrivals
+                .front()
+                .is_some_and(|t| at_ms - t > ARRIVALS_KEPT_MS)
+            {
+                a.arrivals.pop_front();
+            }
+        });
+    }
+
+    /// Records how many of the rows that reached a switch node it ran on (every row of a
+    /// request is a query of the pipeline).
+    pub fn branch(&self, tenant: &str, name: &str, node: &str, reached: usize, ran: usize) {
+        self.with(tenant, name, |a| {
+            let e = a.branches.entry(node.to_string()).or_default();
+            e.0 += reached as u64;
+            e.1 += ran as u64;
+        });
+    }
+
+    /// Records a node's run: its latency and variant.
+    pub fn node_run(
+        &self,
+        tenant: &str,
+        name: &str,
+        node: &str,
+        latency_ms: f64,
+        variant: Option<&str>,
+    ) {
+        let now = infaas_core::time::now_ms() as f64;
+        self.with(tenant, name, |a| {
+            let e = a.node_runs.entry(node.to_string()).or_default();
+            e.0.push_back((now, latency_ms));
+            prune(&mut e.0, now);
+            if let Some(v) = variant {
+                e.1 = Some(v.to_string());
+            }
+        });
+    }
+
+    /// Records an answered query: its end-to-end latency, whether it met the SLO, and its
+    /// latency beyond the profiled model time of its longest path.
+    pub fn answered(
+        &self,
+        tenant: &str,
+        name: &str,
+        latency_ms: f64,
+        within: bool,
+        overhead_ms: f64,
+    ) {
+        let now = infaas_core::time::now_ms() as f64;
+        let sec = (now / 1000.0) as i64;
+        self.with(tenant, name, |a| {
+            if overhead_ms.is_finite() {
+                a.overhead.push_back(overhead_ms.max(0.0));
+                if a.overhead.len() > OVERHEAD_KEPT {
+                    a.overhead.pop_front();
+                }
+            }
+            a.answers.push_back((now, latency_ms));
+            prune(&mut a.answers, now);
+            match a.seconds.back_mut() {
+                Some(last) if last.0 == sec => {
+                    last.1 += 1;
+                    last.2 += u64::from(within);
+                }
+                _ => a.seconds.push_back((sec, 1, u64::from(within))),
+            }
+            while a.seconds.front().is_some_and(|s| sec - s.0 > SECONDS_KEPT) {
+                a.seconds.pop_front();
+            }
+        });
+    }
+
+    /// The last minute's figures and the attainment history of a pipeline.
+    pub fn recent(&self, tenant: &str, name: &str) -> RecentFigures {
+        let now = infaas_core::time::now_ms() as f64;
+        self.with(tenant, name, |a| {
+            prune(&mut a.answers, now);
+            let mut e2e: Vec<f64> = a.answers.iter().map(|(_, l)| *l).collect();
+            let mut nodes: Vec<_> = a
+                .node_runs
+                .iter_mut()
+                .map(|(node, (runs, variant))| {
+                    prune(runs, now);
+                    let mut l: Vec<f64> = runs.iter().map(|(_, l)| *l).collect();
+                    (
+                        node.clone(),
+                        l.len(),
+                        percentile(&mut l, 99.0),
+                        variant.clone(),
+                    )
+                })
+                .collect();
+            nodes.sort_by(|x, y| x.0.cmp(&y.0));
+            RecentFigures {
+                nodes,
+                queries_last_minute: e2e.len(),
+                p99_ms: percentile(&mut e2e, 99.0),
+                seconds: a
+                    .seconds
+                    .iter()
+                    .map(|(s, n, ok)| (s * 1000, *n, *ok))
+                    .collect(),
+            }
+        })
+    }
+
+    /// The recorded overhead samples (ms), oldest first.
+    pub fn overhead_samples(&self, tenant: &str, name: &str) -> Vec<f64> {
+        self.with(tenant, name, |a| a.overhead.iter().copied().collect())
+    }
+
+    /// Arrivals of the last `window_ms` (ms since the Unix epoch), oldest first.
+    pub fn arrivals(&self, tenant: &str, name: &str, window_ms: f64) -> Vec<f64> {
+        self.with(tenant, name, |a| {
+            let last = a.arrivals.back().copied().unwrap_or(0.0);
+            let now = (infaas_core::time::now_ms() as f64).max(last);
+            a.arrivals
+                .iter()
+                .copied()
+                .filter(|t| now - t <= window_ms)
+                .collect()
+        })
+    }
+
+    /// The measured fraction of rows a node ran on among those that reached it, with the
+    /// number of rows it is measured on.
+    pub fn branch_probability(&self, tenant: &str, name: &str, node: &str) -> Option<(f64, u64)> {
+        self.with(tenant, name, |a| {
+            a.branches
+                .get(node)
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, ran)| (*ran as f64 / *n as f64, *n))
+        })
+    }
+
+    /// Drops what is known of a pipeline (deleted) and its checked copy.
+    pub fn forget(&self, tenant: &str, name: &str) {
+        let key = (tenant.to_string(), name.to_string());
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        self.invalidate(tenant, name);
+    }
+
+    /// Drops the checked copy of a pipeline (its document or plan changed).
+    pub fn invalidate(&self, tenant: &str, name: &str) {
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(tenant.to_string(), name.to_string()));
+    }
+
+    fn cached(&self, tenant: &str, name: &str) -> Option<Arc<Prepared>> {
+        let map = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&(tenant.to_string(), name.to_string()))
+            .filter(|(at, _)| at.elapsed() < PREPARED_TTL)
+            .map(|(_, p)| p.clone())
+    }
+
+    fn cache(&self, tenant: &str, name: &str, p: Arc<Prepared>) {
+        let mut map = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        map.insert((tenant.to_string(), name.to_string()), (Instant::now(), p));
+    }
+}

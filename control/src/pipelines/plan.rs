@@ -1,0 +1,497 @@
+//! Planning a registered pipeline: InferLine's planner ([`infaas_scheduler::pipeline::plan`])
+//! over the profiled variants of every node's models, judged by the simulator's trace-driven
+//! estimator (SIMULATED: a discrete-event replay of the planning trace through a centralised
+//! batched queue per node, `infaas_sim::pipeline::TraceEstimator`). Applying a plan stores it
+//! (queries then run each node on the plan's model) and loads the planned replicas.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use infaas_core::pipeline::{NodeKind, PipelineSpec};
+use infaas_scheduler::pipeline::{self as planner, PlanNode, PlanOption, PlanProblem};
+use serde::{Deserialize, Serialize};
+
+use super::Prepared;
+use crate::error::Error;
+use crate::platform::ControlPlane;
+
+/// Queries a switch must have seen before its measured branch probability is used.
+const MIN_BRANCH_SAMPLES: u64 = 20;
+/// Fewest arrivals a planning trace needs.
+const MIN_TRACE_QUERIES: usize = 20;
+/// Largest planning trace accepted, in queries.
+const MAX_TRACE_QUERIES: usize = 2_000_000;
+
+/// What to plan on.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PlanRequest {
+    /// A workload generator (`infaas sim --generate` syntax), e.g.
+    /// `poisson:rate=100,duration=600`.
+    pub generate: Option<String>,
+    /// A trace in the documented CSV format; every arrival counts as a pipeline query.
+    pub trace_csv: Option<String>,
+    /// Store the plan and load its replicas.
+    #[serde(default)]
+    pub apply: bool,
+}
+
+/// The planner's answer, as stored when applied and returned by the API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlanReport {
+    pub nodes: Vec<PlannedNode>,
+    pub percentile: f64,
+    pub slo_ms: f64,
+    /// Estimated end-to-end latency at `percentile` on the planning trace (SIMULATED).
+    pub predicted_latency_ms: f64,
+    pub predicted_p99_ms: f64,
+    /// Estimated share of the trace's queries within the SLO.
+    pub attainment: f64,
+    /// Estimated end-to-end accuracy.
+    pub accuracy: f64,
+    /// How `accuracy` was obtained.
+    pub accuracy_source: String,
+    pub cost_per_hour: f64,
+    /// Algorithm 1's feasible start and its cost, for comparison.
+    pub initial_cost_per_hour: f64,
+    pub service_time_ms: f64,
+    pub planner_ms: f64,
+    pub estimates: usize,
+    pub trace: TraceSummary,
+    /// What the planner assumed (unmeasured branches, ...).
+    pub notes: Vec<String>,
+    pub applied: bool,
+    pub planned_at_ms: i64,
+}
+
+/// One node of a plan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlannedNode {
+    pub name: String,
+    pub variant: String,
+    pub model: String,
+    pub hardware: String,
+    pub max_batch: usize,
+    pub replicas: usize,
+    pub accuracy: f64,
+    pub cost_per_hour: f64,
+    pub throughput_per_s: f64,
+    /// Share of the pipeline's queries reaching the node.
+    pub reach: f64,
+    pub branch_probability: f64,
+    /// Estimated p99 of the node's own latency (queueing and processing), ms.
+    pub predicted_p99_ms: f64,
+}
+
+/// The planning trace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TraceSummary {
+    /// `recorded`, `generated: SPEC` or `uploaded`.
+    pub source: String,
+    pub queries: usize,
+    pub duration_s: f64,
+    pub mean_rate_per_s: f64,
+}
+
+/// The model nodes of a pipeline, in run order, with their nearest model-node ancestors
+/// (combine nodes are free and transparent).
+fn model_nodes(spec: &PipelineSpec, order: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let parents = spec.parents();
+    let is_model = |k: usize| !matches!(spec.nodes[k].kind(), NodeKind::Combine(_));
+    let nodes: Vec<usize> = order.iter().copied().filter(|&k| is_model(k)).collect();
+    let position: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    let mut model_parents = Vec::with_capacity(nodes.len());
+    for &k in &nodes {
+        let mut found = Vec::new();
+        let mut stack: Vec<usize> = parents[k].clone();
+        let mut seen = vec![false; spec.nodes.len()];
+        while let Some(q) = stack.pop() {
+            if std::mem::replace(&mut seen[q], true) {
+                continue;
+            }
+            match position.get(&q) {
+                Some(&i) => found.push(i),
+                None => stack.extend(parents[q].iter().copied()),
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        model_parents.push(found);
+    }
+    (nodes, model_parents)
+}
+
+/// The planning problem of a prepared pipeline, with the notes on what was assumed.
+pub fn problem(
+    state: &ControlPlane,
+    tenant: &str,
+    p: &Prepared,
+) -> Result<(PlanProblem, Vec<usize>, Vec<String>), Error> {
+    let spec = &p.pipeline.spec;
+    let slo_ms = spec.slo.latency_ms.ok_or_else(|| {
+        Error::Unprocessable(format!(
+            "pipeline '{}' has no slo.latency_ms; a plan meets an end-to-end SLO",
+            spec.name
+        ))
+    })?;
+    let (nodes, parents) = model_nodes(spec, &p.order);
+    let catalog = state.cluster.catalog();
+    let mut notes = Vec::new();
+    let mut plan_nodes = Vec::with_capacity(nodes.len());
+    for (i, &k) in nodes.iter().enumerate() {
+        let node = &spec.nodes[k];
+        let models = &p.shapes[k].models;
+        let mut groups: HashMap<(String, String), u32> = HashMap::new();
+        let mut options = Vec::new();
+        for served in catalog.variants() {
+            let e = &served.entry;
+            if e.tenant_id != tenant || !models.contains(&e.model) {
+                continue;
+            }
+            let v = served.selector_entry(e.app.clone());
+            if v.latency.is_empty() {
+                continue;
+            }
+            // Variants of one file, hardware and threads differ only in max batch.
+            let stem = v
+                .name
+                .rsplit_once(".b")
+                .map_or(v.name.as_str(), |(s, _)| s)
+                .to_string();
+            let next = groups.len() as u32;
+            let group = *groups.entry((v.model.clone(), stem)).or_insert(next);
+            options.push(PlanOption { variant: v, group });
+        }
+        if options.is_empty() {
+            return Err(Error::Unavailable(format!(
+                "node '{}': no model it may run ({}) has profiled variants yet; retry when they are ready",
+                node.name,
+                models.join(", ")
+            )));
+        }
+        options.sort_by(|a, b| a.variant.name.cmp(&b.variant.name));
+        let branch_probability = match &node.when {
+            None => 1.0,
+            Some(_) => match state
+                .pipelines
+                .branch_probability(tenant, &spec.name, &node.name)
+            {
+                Some((prob, n)) if n >= MIN_BRANCH_SAMPLES => {
+                    notes.push(format!(
+                        "node '{}' runs for {:.1}% of the queries reaching it (measured on {n})",
+                        node.name,
+                        prob * 100.0
+                    ));
+                    prob
+                }
+                other => {
+                    notes.push(format!(
+                        "node '{}': its branch probability is not measured yet ({} queries seen, {MIN_BRANCH_SAMPLES} needed); planned as if it always ran",
+                        node.name,
+                        other.map_or(0, |(_, n)| n)
+                    ));
+                    1.0
+                }
+            },
+        };
+        plan_nodes.push(PlanNode {
+            name: node.name.clone(),
+            parents: parents[i].clone(),
+            branch_probability,
+            options,
+        });
+    }
+    let mut problem = PlanProblem::new(plan_nodes, slo_ms);
+    problem.percentile = spec.slo.percentile();
+    problem.min_accuracy = spec.slo.min_accuracy;
+    problem.max_cost_per_hour = spec.slo.max_cost_per_hour;
+    problem.prices = *state.cluster.prices();
+    Ok((problem, nodes, notes))
+}
+
+/// The arrivals (ms from the first) of the planning trace, and its summary.
+fn planning_trace(
+    state: &ControlPlane,
+    tenant: &str,
+    name: &str,
+    req: &PlanRequest,
+) -> Result<(Vec<f64>, String), Error> {
+    let (mut arrivals, source) = match (&req.generate, &req.trace_csv) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Invalid(
+                "give a generator or a trace, not both".into(),
+            ))
+        }
+        (Some(g), None) => {
+            let gen: infaas_sim::generate::Generator = g
+                .parse()
+                .map_err(|e: infaas_sim::trace::TraceError| Error::Invalid(e.to_string()))?;
+            let t = gen.generate();
+            (
+                t.arrivals.iter().map(|a| a.at_ms).collect::<Vec<f64>>(),
+                format!("generated: {g}"),
+            )
+        }
+        (None, Some(csv)) => {
+            let t = infaas_sim::trace::Trace::parse_csv(csv, "the uploaded trace")
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+            (
+                t.arrivals.iter().map(|a| a.at_ms).collect(),
+                "uploaded".to_string(),
+            )
+        }
+        (None, None) => (
+            state.pipelines.arrivals(tenant, name, 3_600_000.0),
+            "recorded".to_string(),
+        ),
+    };
+    if arrivals.len() < MIN_TRACE_QUERIES {
+        return Err(Error::Unprocessable(format!(
+            "the planning trace ({source}) has {} queries; at least {MIN_TRACE_QUERIES} are needed (query the pipeline first, or pass `generate` or `trace_csv`)",
+            arrivals.len()
+        )));
+    }
+    if arrivals.len() > MAX_TRACE_QUERIES {
+        return Err(Error::TooLarge(format!(
+            "the planning trace has {} queries; at most {MAX_TRACE_QUERIES}",
+            arrivals.len()
+        )));
+    }
+    arrivals.sort_by(f64::total_cmp);
+    let first = arrivals[0];
+    for a in &mut arrivals {
+        *a -= first;
+    }
+    Ok((arrivals, source))
+}
+
+/// Plans pipeline `name` of `tenant` (and applies the plan when asked).
+pub async fn plan(
+    state: &ControlPlane,
+    tenant: &str,
+    name: &str,
+    req: PlanRequest,
+) -> Result<PlanReport, Error> {
+    let prepared = super::prepared(state, tenant, name).await?;
+    let (problem, nodes, mut notes) = problem(state, tenant, &prepared)?;
+    let (arrivals, source) = planning_trace(state, tenant, name, &req)?;
+    let queries = arrivals.len();
+    let duration_s = arrivals.last().copied().unwrap_or(0.0) / 1e3;
+    let started = Instant::now();
+    // What queries spend outside the models on this server (dispatch, transfers, combiners),
+    // measured on the pipeline's recent answers, goes into every simulated latency.
+    let overhead = state.pipelines.overhead_samples(tenant, name);
+    if overhead.is_empty() {
+        notes.push("no query of the pipeline has been answered here yet: the estimate counts the models' time only (no dispatch overhead)".into());
+    } else {
+        let mut sorted = overhead.clone();
+        let p50 = super::percentile(&mut sorted, 50.0).unwrap_or(0.0);
+        let p99 = super::percentile(&mut sorted, 99.0).unwrap_or(0.0);
+        notes.push(format!(
+            "the estimate adds the overhead measured on {} answered queries beyond their models' time (p50 {p50:.3} ms, p99 {p99:.3} ms)",
+            overhead.len()
+        ));
+    }
+    let (problem, result, tuner) = tokio::task::spawn_blocking(move || {
+        let mut estimator =
+            infaas_sim::pipeline::TraceEstimator::new(arrivals.clone(), 1).with_overhead(&overhead);
+        let result = planner::plan(&problem, &mut estimator);
+        // The tuner's planned envelope is the planning trace's.
+        let tuner = result
+            .as_ref()
+            .ok()
+            .map(|p| planner::TunerConfig::from_plan(&problem, &p.configs, &arrivals));
+        (problem, result, tuner)
+    })
+    .await
+    .map_err(Error::internal)?;
+    let planner_ms = started.elapsed().as_secs_f64() * 1e3;
+    let plan = result.map_err(|e| {
+        Error::Unprocessable(format!("no plan meets the pipeline's requirements: {e}"))
+    })?;
+    let reach = planner::reach_probabilities(&problem);
+    let spec = &prepared.pipeline.spec;
+    if spec.nodes.iter().any(|n| n.when.is_some()) || nodes.len() > 1 {
+        notes.push("accuracy is estimated: the product of the nodes' validation accuracies, each weighted by the share of queries reaching it".into());
+    }
+    let report = PlanReport {
+        nodes: plan
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| PlannedNode {
+                name: n.name.clone(),
+                variant: n.variant.clone(),
+                model: n.model.clone(),
+                hardware: n.hardware.as_str().to_string(),
+                max_batch: n.max_batch,
+                replicas: n.replicas,
+                accuracy: n.accuracy,
+                cost_per_hour: n.cost_per_hour,
+                throughput_per_s: n.throughput_per_s,
+                reach: reach.get(i).copied().unwrap_or(1.0),
+                branch_probability: problem.nodes[i].branch_probability,
+                predicted_p99_ms: plan
+                    .estimate
+                    .per_node_p99_ms
+                    .get(i)
+                    .copied()
+                    .unwrap_or(f64::NAN),
+            })
+            .collect(),
+        percentile: problem.percentile,
+        slo_ms: problem.slo_ms,
+        predicted_latency_ms: plan.estimate.latency_ms,
+        predicted_p99_ms: plan.estimate.p99_ms,
+        attainment: plan.estimate.attainment,
+        accuracy: plan.accuracy,
+        accuracy_source: "estimated from the nodes' accuracies and branch probabilities".into(),
+        cost_per_hour: plan.cost_per_hour,
+        initial_cost_per_hour: plan.initial_cost_per_hour,
+        service_time_ms: plan.service_time_ms,
+        planner_ms,
+        estimates: plan.estimates,
+        trace: TraceSummary {
+            source,
+            queries,
+            duration_s,
+            mean_rate_per_s: if duration_s > 0.0 {
+                queries as f64 / duration_s
+            } else {
+                0.0
+            },
+        },
+        notes,
+        applied: req.apply,
+        planned_at_ms: infaas_core::time::now_ms(),
+    };
+    if req.apply {
+        apply(state, tenant, name, &report).await?;
+        if let Some(config) = tuner {
+            let variants = report.nodes.iter().map(|n| n.variant.clone()).collect();
+            state
+                .pipelines
+                .tuners
+                .install(tenant, name, planner::Tuner::new(config), variants);
+        }
+    }
+    Ok(report)
+}
+
+/// Stores a plan (queries then run each node on its model) and loads its replicas.
+async fn apply(
+    state: &ControlPlane,
+    tenant: &str,
+    name: &str,
+    report: &PlanReport,
+) -> Result<(), Error> {
+    let text = serde_json::to_string(report).map_err(Error::internal)?;
+    state
+        .db
+        .set_pipeline_plan(tenant, name, Some(&text))
+        .await?;
+    state.pipelines.invalidate(tenant, name);
+    for n in &report.nodes {
+        provision(state, tenant, &n.variant, n.replicas).await;
+    }
+    Ok(())
+}
+
+/// Loaded instances of the tenant's variant `name`.
+pub(crate) fn replicas_of(state: &ControlPlane, tenant: &str, variant: &str) -> usize {
+    let catalog = state.cluster.catalog();
+    let Some(id) = catalog
+        .variants()
+        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
+        .map(|s| s.entry.variant.id.clone())
+    else {
+        return 0;
+    };
+    let snapshot = state.cluster.snapshot();
+    snapshot
+        .variant_index(&id)
+        .map_or(0, |v| snapshot.variant_instances(v).len())
+}
+
+/// Unloads instances of variant `name` until `replicas` are left (the least loaded first).
+pub(crate) async fn shrink(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
+    let catalog = state.cluster.catalog();
+    let Some(id) = catalog
+        .variants()
+        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
+        .map(|s| s.entry.variant.id.clone())
+    else {
+        return;
+    };
+    let snapshot = state.cluster.snapshot();
+    let Some(vi) = snapshot.variant_index(&id) else {
+        return;
+    };
+    let mut held: Vec<(usize, String)> = snapshot
+        .variant_instances(vi)
+        .iter()
+        .filter_map(|&i| {
+            let inst = snapshot.instances().get(i)?;
+            let w = snapshot.workers().get(inst.worker)?;
+            Some((snapshot.queued(i), w.id.clone()))
+        })
+        .collect();
+    held.sort();
+    let extra = held.len().saturating_sub(replicas.max(1));
+    for (_, worker) in held.into_iter().take(extra) {
+        state.cluster.drain_instance(&worker, &id);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if let Some(handle) = state.cluster.handle(&worker) {
+            if let Err(e) = handle.unload(&id).await {
+                tracing::warn!(worker, variant, error = %e, "cannot unload a tuned-in replica");
+                continue;
+            }
+        }
+        state.cluster.unloaded(&worker, &id);
+    }
+}
+
+/// Loads instances of variant `name` until `replicas` workers hold one (as many as can host
+/// it); failures are logged, the autoscaler carries on from there.
+pub(crate) async fn provision(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
+    let catalog = state.cluster.catalog();
+    let Some(served) = catalog
+        .variants()
+        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
+        .cloned()
+    else {
+        tracing::warn!(
+            variant,
+            "a planned variant is no longer served; not provisioned"
+        );
+        return;
+    };
+    let snapshot = state.cluster.snapshot();
+    let Some(vi) = snapshot.variant_index(&served.entry.variant.id) else {
+        return;
+    };
+    let have = snapshot.variant_instances(vi).len();
+    let entry = &snapshot.variants()[vi];
+    let holders: Vec<usize> = snapshot
+        .variant_instances(vi)
+        .iter()
+        .filter_map(|&i| snapshot.instances().get(i).map(|x| x.worker))
+        .collect();
+    let candidates: Vec<String> = snapshot
+        .workers()
+        .iter()
+        .enumerate()
+        .filter(|(wi, w)| !holders.contains(wi) && w.can_host(entry))
+        .map(|(_, w)| w.id.clone())
+        .take(replicas.saturating_sub(have))
+        .collect();
+    let lr = crate::serving::load_request(&served);
+    for worker in candidates {
+        let Some(handle) = state.cluster.handle(&worker) else {
+            continue;
+        };
+        match handle.load(&lr).await {
+            Ok(_) => state.cluster.loaded(&worker, &lr),
+            Err(e) => tracing::warn!(worker, variant, error = %e, "cannot load a planned replica"),
+        }
+    }
+}

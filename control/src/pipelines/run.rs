@@ -1,0 +1,516 @@
+//! Serving one query through a pipeline. Nodes start as soon as every node they read has
+//! finished, so independent branches run in parallel; each model node sends the rows it runs
+//! on as one batch through the platform's query path ([`crate::serving::serve`]), model-less
+//! for application nodes. A node's latency budget is what is left of the end-to-end SLO
+//! shared evenly over the model nodes still ahead on the longest path; its accuracy floor is
+//! the end-to-end floor's k-th root over the k model nodes of the longest path (so that the
+//! product of the nodes' accuracies, the end-to-end estimate, meets it). With a plan applied,
+//! a node runs the model the plan chose.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use infaas_core::pipeline::{parse_source, NodeKind, Source};
+use infaas_core::Tensor;
+use serde::Serialize;
+
+use super::rows::{self, NodeRows};
+use super::validate::NodeShape;
+use super::{Pipeline, Prepared};
+use crate::error::Error;
+use crate::platform::ControlPlane;
+use crate::serving::{serve, Goal, Requirements};
+
+/// What one node did for a query.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRun {
+    pub node: String,
+    /// `app`, `model` or the combiner's name.
+    pub kind: String,
+    /// Rows of the request the node ran on (0 when a switch skipped it).
+    pub rows: usize,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub worker: Option<String>,
+    pub hardware: Option<String>,
+    pub accuracy: Option<f64>,
+    /// The node's latency budget when it started (ms), for model nodes under an SLO.
+    pub budget_ms: Option<f64>,
+    pub latency_ms: f64,
+    /// The variant's profiled time for the node's rows (model time only), ms.
+    #[serde(skip)]
+    pub service_ms: f64,
+    pub reason: String,
+}
+
+/// The answer to a pipeline query.
+pub struct PipelineOutcome {
+    pub outputs: Vec<Tensor>,
+    pub latency_ms: f64,
+    pub slo_ms: Option<f64>,
+    /// Estimated end-to-end accuracy of this answer: the product of the accuracies of the
+    /// model nodes that ran (each weighted by the share of rows it ran on).
+    pub accuracy: f64,
+    pub nodes: Vec<NodeRun>,
+}
+
+/// The model node's run for its rows.
+struct Ran {
+    rows: NodeRows,
+    run: NodeRun,
+}
+
+/// Longest chain of model nodes from each node to a sink, the node included.
+fn depth_to_sink(p: &Pipeline, parents: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
+    let n = p.spec.nodes.len();
+    let is_model = |k: usize| !matches!(p.spec.nodes[k].kind(), NodeKind::Combine(_));
+    let mut depth = vec![0usize; n];
+    for &k in order.iter().rev() {
+        let below = (0..n)
+            .filter(|c| parents[*c].contains(&k))
+            .map(|c| depth[c])
+            .max()
+            .unwrap_or(0);
+        depth[k] = below + usize::from(is_model(k));
+    }
+    depth
+}
+
+/// The model a plan pinned node `name` to, if any.
+fn planned_model<'a>(plan: Option<&'a serde_json::Value>, name: &str) -> Option<&'a str> {
+    plan?["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["name"].as_str() == Some(name))?["model"]
+        .as_str()
+}
+
+/// Serves one query through pipeline `p`.
+pub async fn infer(
+    state: &ControlPlane,
+    tenant: &str,
+    prepared: &Prepared,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+) -> Result<PipelineOutcome, Error> {
+    req.check()?;
+    let started = Instant::now();
+    let p = &prepared.pipeline;
+    let spec = &p.spec;
+    let (order, shapes) = (&prepared.order, &prepared.shapes);
+    let n_rows = check_inputs(spec, &inputs)?;
+    state
+        .pipelines
+        .arrival(tenant, &spec.name, infaas_core::time::now_ms() as f64);
+    let slo_ms = req.latency_ms.or(spec.slo.latency_ms);
+    let min_accuracy = req.min_accuracy.or(spec.slo.min_accuracy);
+    let parents = spec.parents();
+    let depth = depth_to_sink(p, &parents, order);
+    let longest = depth.iter().copied().max().unwrap_or(1).max(1);
+    let node_accuracy = min_accuracy.map(|a| a.powf(1.0 / longest as f64));
+
+    let all_rows: Vec<usize> = (0..n_rows).collect();
+    let request: BTreeMap<&str, &Tensor> = inputs.iter().map(|t| (t.name.as_str(), t)).collect();
+    let mut done: Vec<Option<NodeRows>> = vec![None; spec.nodes.len()];
+    let mut runs: Vec<Option<NodeRun>> = vec![None; spec.nodes.len()];
+    let mut started_nodes = vec![false; spec.nodes.len()];
+    let mut pending = FuturesUnordered::new();
+    loop {
+        // Start every node whose sources have all finished.
+        for &k in order {
+            if started_nodes[k] || !parents[k].iter().all(|&q| done[q].is_some()) {
+                continue;
+            }
+            started_nodes[k] = true;
+            let node = &spec.nodes[k];
+            // The rows the node runs on: those every node it reads ran on, then its condition.
+            let mut active = all_rows.clone();
+            for s in node.inputs.values() {
+                if let Source::Node { node: from, .. } = parse_source(s) {
+                    if let Some(d) = spec.node_index(from).and_then(|i| done[i].as_ref()) {
+                        active = rows::intersect(&active, &d.rows);
+                    }
+                }
+            }
+            if let Some(c) = &node.when {
+                let (from, t) = source_tensor(spec, &done, &c.source)?;
+                let reached = active.len();
+                active = rows::intersect(&active, &rows::condition_rows(c, &from.rows, t));
+                state
+                    .pipelines
+                    .branch(tenant, &spec.name, &node.name, reached, active.len());
+            }
+            let budget = slo_ms.map(|slo| {
+                let left = slo - started.elapsed().as_secs_f64() * 1e3;
+                (left / depth[k].max(1) as f64).max(0.1)
+            });
+            match node.kind() {
+                NodeKind::Combine(c) => {
+                    let at = Instant::now();
+                    let mut sources = Vec::new();
+                    for s in &node.from {
+                        let (from, t) = source_tensor(spec, &done, s)?;
+                        sources.push((from.rows.as_slice(), t));
+                    }
+                    let out = rows::combine(c, &sources, "output");
+                    runs[k] = Some(NodeRun {
+                        node: node.name.clone(),
+                        kind: c.as_str().to_string(),
+                        rows: out.rows.len(),
+                        model: None,
+                        variant: None,
+                        worker: None,
+                        hardware: None,
+                        accuracy: None,
+                        budget_ms: None,
+                        latency_ms: at.elapsed().as_secs_f64() * 1e3,
+                        service_ms: 0.0,
+                        reason: format!("combined {} sources", node.from.len()),
+                    });
+                    done[k] = Some(out);
+                }
+                _ if active.is_empty() => {
+                    runs[k] = Some(skipped(node));
+                    done[k] = Some(NodeRows::default());
+                }
+                kind => {
+                    let batch = node_inputs(spec, &shapes[k], &done, &request, &active)?;
+                    let pinned = planned_model(p.plan.as_ref(), &node.name).map(str::to_string);
+                    let node_req = Requirements {
+                        latency_ms: budget,
+                        min_accuracy: node_accuracy,
+                        max_cost: None,
+                    };
+                    let name = node.name.clone();
+                    let kind_name = match kind {
+                        NodeKind::App(_) => "app",
+                        _ => "model",
+                    };
+                    let target = match kind {
+                        NodeKind::App(a) => a.to_string(),
+                        NodeKind::Model(m) => m.to_string(),
+                        NodeKind::Combine(_) => String::new(),
+                    };
+                    let is_app = matches!(kind, NodeKind::App(_));
+                    pending.push(async move {
+                        let at = Instant::now();
+                        let goal = match (&pinned, is_app) {
+                            (Some(m), _) => Goal::Model(m),
+                            (None, true) => Goal::App(&target),
+                            (None, false) => Goal::Model(&target),
+                        };
+                        let out = serve(state, tenant, goal, node_req, batch)
+                            .await
+                            .map_err(|e| node_error(&name, e))?;
+                        let outputs = out.outputs;
+                        let run = NodeRun {
+                            node: name,
+                            kind: kind_name.into(),
+                            rows: active.len(),
+                            model: Some(out.model),
+                            variant: Some(out.variant),
+                            worker: Some(out.worker),
+                            hardware: Some(out.hardware),
+                            accuracy: Some(out.accuracy),
+                            budget_ms: budget,
+                            latency_ms: at.elapsed().as_secs_f64() * 1e3,
+                            service_ms: out.service_ms,
+                            reason: out.reason,
+                        };
+                        Ok::<_, Error>((
+                            k,
+                            Ran {
+                                rows: NodeRows {
+                                    rows: active,
+                                    outputs,
+                                },
+                                run,
+                            },
+                        ))
+                    });
+                }
+            }
+        }
+        if done.iter().all(Option::is_some) {
+            break;
+        }
+        // Combine and skipped nodes finished in the pass above (their children, later in
+        // the order, started in it too): what is left waits for a model node.
+        match pending.next().await {
+            Some(result) => {
+                let (k, ran) = result?;
+                runs[k] = Some(ran.run);
+                done[k] = Some(ran.rows);
+            }
+            None => {
+                return Err(Error::internal(anyhow::anyhow!(
+                    "pipeline '{}' stopped with nodes that never became ready",
+                    spec.name
+                )))
+            }
+        }
+    }
+    drop(pending);
+
+    let mut outputs = Vec::with_capacity(spec.outputs.len());
+    for (name, source) in &spec.outputs {
+        let (_, t) = source_tensor(spec, &done, source)?;
+        let mut t = t.clone();
+        t.name = name.clone();
+        outputs.push(t);
+    }
+    // Model time on the longest path (by the profiles), for the planner's overhead samples.
+    let mut path_ms = vec![0.0f64; spec.nodes.len()];
+    for &k in order {
+        let own = runs[k].as_ref().map_or(0.0, |r| r.service_ms);
+        let before = parents[k].iter().map(|&q| path_ms[q]).fold(0.0, f64::max);
+        path_ms[k] = before + if own.is_finite() { own } else { 0.0 };
+    }
+    let model_ms = path_ms.iter().copied().fold(0.0, f64::max);
+    let nodes: Vec<NodeRun> = order.iter().filter_map(|&k| runs[k].take()).collect();
+    let accuracy = nodes
+        .iter()
+        .filter_map(|r| r.accuracy.map(|a| a.powf(r.rows as f64 / n_rows as f64)))
+        .product();
+    let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+    let within = slo_ms.is_none_or(|s| latency_ms <= s);
+    state.pipelines.answered(
+        tenant,
+        &spec.name,
+        latency_ms,
+        within,
+        latency_ms - model_ms,
+    );
+    metrics::histogram!("infaas_pipeline_latency_seconds", "pipeline" => spec.name.clone())
+        .record(latency_ms / 1e3);
+    metrics::counter!("infaas_pipeline_queries_total", "pipeline" => spec.name.clone(),
+        "within_slo" => if within { "true" } else { "false" })
+    .increment(1);
+    for r in &nodes {
+        if r.rows > 0 && r.model.is_some() {
+            state.pipelines.node_run(
+                tenant,
+                &spec.name,
+                &r.node,
+                r.latency_ms,
+                r.variant.as_deref(),
+            );
+        }
+        if r.rows > 0 {
+            metrics::histogram!("infaas_pipeline_node_latency_seconds",
+                "pipeline" => spec.name.clone(), "node" => r.node.clone())
+            .record(r.latency_ms / 1e3);
+        }
+    }
+    Ok(PipelineOutcome {
+        outputs,
+        latency_ms,
+        slo_ms,
+        accuracy,
+        nodes,
+    })
+}
+
+fn node_error(node: &str, e: Error) -> Error {
+    let m = |msg: String| format!("node '{node}': {msg}");
+    match e {
+        Error::Invalid(s) => Error::Invalid(m(s)),
+        Error::NotFound(s) => Error::NotFound(m(s)),
+        Error::Conflict(s) => Error::Conflict(m(s)),
+        Error::Unavailable(s) => Error::Unavailable(m(s)),
+        Error::Unprocessable(s) => Error::Unprocessable(m(s)),
+        Error::RateLimited {
+            message,
+            retry_after_secs,
+        } => Error::RateLimited {
+            message: m(message),
+            retry_after_secs,
+        },
+        Error::Unsatisfiable {
+            message,
+            suggestion,
+        } => Error::Unsatisfiable {
+            message: m(message),
+            suggestion,
+        },
+        other => other,
+    }
+}
+
+fn skipped(node: &infaas_core::pipeline::NodeSpec) -> NodeRun {
+    NodeRun {
+        node: node.name.clone(),
+        kind: match node.kind() {
+            NodeKind::App(_) => "app".into(),
+            _ => "model".into(),
+        },
+        rows: 0,
+        model: None,
+        variant: None,
+        worker: None,
+        hardware: None,
+        accuracy: None,
+        budget_ms: None,
+        latency_ms: 0.0,
+        service_ms: 0.0,
+        reason: if node.when.is_some() {
+            "skipped: its condition held for no row".into()
+        } else {
+            "skipped: the nodes it reads ran on no row".into()
+        },
+    }
+}
+
+/// Every declared input is given once, with its datatype and feature shape, and one batch
+/// dimension; returns the number of rows.
+fn check_inputs(
+    spec: &infaas_core::pipeline::PipelineSpec,
+    inputs: &[Tensor],
+) -> Result<usize, Error> {
+    let mut rows = None;
+    for want in &spec.inputs {
+        let got: Vec<&Tensor> = inputs.iter().filter(|t| t.name == want.name).collect();
+        let t = match got.as_slice() {
+            [t] => *t,
+            [] => {
+                return Err(Error::Invalid(format!(
+                    "pipeline '{}' needs input '{}' ({} [-1{}])",
+                    spec.name,
+                    want.name,
+                    want.datatype,
+                    want.shape
+                        .iter()
+                        .map(|d| format!(", {d}"))
+                        .collect::<String>()
+                )))
+            }
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "input '{}' is given twice",
+                    want.name
+                )))
+            }
+        };
+        let dt = infaas_core::DataType::parse(&want.datatype);
+        if Some(t.dtype()) != dt {
+            return Err(Error::Invalid(format!(
+                "input '{}' is {} but pipeline '{}' takes {}",
+                want.name,
+                t.dtype().as_str(),
+                spec.name,
+                want.datatype
+            )));
+        }
+        let features: Vec<usize> = t.shape.iter().skip(1).copied().collect();
+        let fits = t.shape.len() == want.shape.len() + 1
+            && features
+                .iter()
+                .zip(&want.shape)
+                .all(|(g, w)| *w < 0 || *g as i64 == *w);
+        if !fits {
+            return Err(Error::Invalid(format!(
+                "input '{}' has shape {:?} but pipeline '{}' takes [-1{}]",
+                want.name,
+                t.shape,
+                spec.name,
+                want.shape
+                    .iter()
+                    .map(|d| format!(", {d}"))
+                    .collect::<String>()
+            )));
+        }
+        let n = t.shape.first().copied().unwrap_or(0);
+        if n == 0 {
+            return Err(Error::Invalid(format!("input '{}' has no rows", want.name)));
+        }
+        match rows {
+            Some(r) if r != n => {
+                return Err(Error::Invalid(format!(
+                    "input '{}' has {n} rows but the other inputs have {r}",
+                    want.name
+                )))
+            }
+            _ => rows = Some(n),
+        }
+    }
+    if let Some(extra) = inputs
+        .iter()
+        .find(|t| !spec.inputs.iter().any(|i| i.name == t.name))
+    {
+        return Err(Error::Invalid(format!(
+            "pipeline '{}' has no input '{}' (it takes {})",
+            spec.name,
+            extra.name,
+            spec.inputs
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    rows.ok_or_else(|| Error::Invalid("the request has no inputs".into()))
+}
+
+/// A node output (or a combine node's `output`) with the rows it holds.
+fn source_tensor<'a>(
+    spec: &infaas_core::pipeline::PipelineSpec,
+    done: &'a [Option<NodeRows>],
+    source: &str,
+) -> Result<(&'a NodeRows, &'a Tensor), Error> {
+    let Source::Node { node, output } = parse_source(source) else {
+        return Err(Error::internal(anyhow::anyhow!(
+            "'{source}' is not a node output"
+        )));
+    };
+    let d = spec
+        .node_index(node)
+        .and_then(|i| done.get(i))
+        .and_then(Option::as_ref)
+        .ok_or_else(|| Error::internal(anyhow::anyhow!("node '{node}' has not run")))?;
+    match d.output(output) {
+        Some(t) => Ok((d, t)),
+        // A node that ran on no row has no tensors: an empty stand-in of its rows.
+        None if d.rows.is_empty() => Ok((d, empty())),
+        None => Err(Error::Unprocessable(format!(
+            "node '{node}' answered without output '{output}'"
+        ))),
+    }
+}
+
+fn empty() -> &'static Tensor {
+    static EMPTY: std::sync::OnceLock<Tensor> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Tensor {
+        name: String::new(),
+        shape: vec![0],
+        data: infaas_core::TensorData::Fp32(Vec::new()),
+    })
+}
+
+/// The tensors a model node sends: each bound input's rows `active`, named as the model's input.
+fn node_inputs(
+    spec: &infaas_core::pipeline::PipelineSpec,
+    shape: &NodeShape,
+    done: &[Option<NodeRows>],
+    request: &BTreeMap<&str, &Tensor>,
+    active: &[usize],
+) -> Result<Vec<Tensor>, Error> {
+    let mut out = Vec::with_capacity(shape.inputs.len());
+    for (input, source) in &shape.inputs {
+        let mut t = match parse_source(source) {
+            Source::Request(r) => {
+                let t = request
+                    .get(r)
+                    .ok_or_else(|| Error::Invalid(format!("the request has no input '{r}'")))?;
+                rows::take(t, active)
+            }
+            Source::Node { .. } => {
+                let (from, t) = source_tensor(spec, done, source)?;
+                rows::take(t, &rows::positions(&from.rows, active))
+            }
+        };
+        t.name = input.clone();
+        out.push(t);
+    }
+    Ok(out)
+}

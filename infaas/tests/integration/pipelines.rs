@@ -1,0 +1,836 @@
+//! Pipelines end to end, against an in-process server with real zoo models: registration
+//! (JSON and YAML) and every rejection naming the node and tensor, a cascade (a switch on the
+//! cheap model's confidence closed by `first`) whose answers are checked row by row and whose
+//! accuracy on the whole validation set beats its cheap stage alone, an ensemble, the pipeline
+//! as a model on the Open Inference Protocol (REST and the unmodified `tritonclient.http`),
+//! tenant isolation and deletion.
+//!
+//! `cargo test -p infaas --test integration pipelines`. Needs ONNX Runtime; the tritonclient
+//! test needs `python3` with `tritonclient[http]`, `onnxruntime` and `numpy`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use infaas_testing::platform::{
+    self as registry_common, fast_config, open_quotas, ort_library, zoo_arrays, Platform,
+    Registration, Tenant,
+};
+use registry_common::backends::Backends;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+const READY: Duration = Duration::from_secs(180);
+
+async fn send(
+    p: &Platform,
+    t: &Tenant,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<(&str, Vec<u8>)>,
+) -> (StatusCode, Value) {
+    let mut req = p
+        .http
+        .request(method, format!("{}{path}", p.base))
+        .bearer_auth(&t.token);
+    if let Some((ct, bytes)) = body {
+        req = req.header("content-type", ct).body(bytes);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn post_json(p: &Platform, t: &Tenant, path: &str, body: &Value) -> (StatusCode, Value) {
+    send(
+        p,
+        t,
+        reqwest::Method::POST,
+        path,
+        Some(("application/json", serde_json::to_vec(body).unwrap())),
+    )
+    .await
+}
+
+/// The cheap model answers every row; the large one re-answers the rows the cheap one is
+/// unsure of (top probability below 0.9); `first` takes the large one's answer where it ran.
+fn cascade() -> Value {
+    json!({
+        "name": "cascade",
+        "description": "cheap MLP, large MLP when unsure",
+        "inputs": [{"name": "image", "datatype": "FP32", "shape": [64]}],
+        "nodes": [
+            {"name": "cheap", "app": "small", "inputs": {"input": "image"}},
+            {"name": "expert", "model": "digits-mlp-l", "inputs": {"input": "image"},
+             "when": {"source": "cheap.probabilities", "top_probability_below": 0.9}},
+            {"name": "answer", "combine": "first", "from": ["expert.probabilities", "cheap.probabilities"]}
+        ],
+        "outputs": {"probabilities": "answer.output", "cheap_probabilities": "cheap.probabilities"},
+        "slo": {"latency_ms": 2000, "percentile": 99}
+    })
+}
+
+/// The validation set: rows of `x` as a JSON tensor named `name`, and labels `y`.
+fn validation(name: &str, rows: usize) -> (Value, Vec<i64>) {
+    let arrays = zoo_arrays("digits-val.npz");
+    let x = arrays.iter().find(|t| t.name == "x").unwrap();
+    let y = arrays.iter().find(|t| t.name == "y").unwrap();
+    let x = x.slice_batch(0, rows);
+    let data: Vec<f64> = (0..x.data.len())
+        .filter_map(|k| x.data.get_f64(k))
+        .collect();
+    let labels: Vec<i64> = (0..rows)
+        .map(|k| y.data.get_f64(k).unwrap() as i64)
+        .collect();
+    (
+        json!({"name": name, "shape": [rows, 64], "datatype": "FP32", "data": data}),
+        labels,
+    )
+}
+
+fn rows_of(t: &Value) -> Vec<Vec<f64>> {
+    let width = t["shape"][1].as_u64().unwrap() as usize;
+    let flat: Vec<f64> = t["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    flat.chunks(width).map(<[f64]>::to_vec).collect()
+}
+
+fn argmax(row: &[f64]) -> i64 {
+    row.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(k, _)| k as i64)
+        .unwrap()
+}
+
+fn output<'a>(answer: &'a Value, name: &str) -> &'a Value {
+    answer["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name}: {answer}"))
+}
+
+fn node<'a>(answer: &'a Value, name: &str) -> &'a Value {
+    answer["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == name)
+        .unwrap_or_else(|| panic!("no node {name}: {answer}"))
+}
+
+/// The platform with three models in three applications; the backends (temporary
+/// directories) live as long as the platform.
+async fn platform_with_models() -> Option<(Platform, Tenant, Backends)> {
+    let ort = ort_library()?;
+    let b = Backends::embedded();
+    let p = Platform::start(fast_config(&b, &ort)).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    for (model, app) in [
+        ("digits-mlp-s", "small"),
+        ("digits-mlp-l", "large"),
+        ("digits-logreg", "linear"),
+    ] {
+        p.register_ok(&t, &Registration::zoo(model, app)).await;
+    }
+    for model in ["digits-mlp-s", "digits-mlp-l", "digits-logreg"] {
+        p.wait_ready(&t, model, READY).await;
+    }
+    Some((p, t, b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cascade_answers_row_by_row_and_beats_its_cheap_stage() {
+    let Some((p, t, _b)) = platform_with_models().await else {
+        return;
+    };
+    // YAML is accepted as well as JSON.
+    let yaml = serde_yaml::to_string(&cascade()).unwrap();
+    let (s, created) = send(
+        &p,
+        &t,
+        reqwest::Method::POST,
+        "/v1/pipelines",
+        Some(("application/yaml", yaml.into_bytes())),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    assert_eq!(created["spec"]["nodes"].as_array().unwrap().len(), 3);
+
+    let (x, y) = validation("image", 540);
+    let (s, answer) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [x]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    let probs = rows_of(output(&answer, "probabilities"));
+    let cheap = rows_of(output(&answer, "cheap_probabilities"));
+    assert_eq!((probs.len(), cheap.len()), (540, 540));
+
+    // The expert ran exactly on the rows the cheap model was unsure of, and those rows carry
+    // its answer; the others carry the cheap model's.
+    let unsure: Vec<usize> = (0..540)
+        .filter(|&r| cheap[r].iter().copied().fold(f64::MIN, f64::max) < 0.9)
+        .collect();
+    let expert = node(&answer, "expert");
+    assert_eq!(
+        expert["rows"].as_u64().unwrap() as usize,
+        unsure.len(),
+        "{expert}"
+    );
+    assert!(
+        !unsure.is_empty() && unsure.len() < 540,
+        "{} unsure rows",
+        unsure.len()
+    );
+    assert_eq!(expert["model"], "digits-mlp-l");
+    assert!(expert["variant"]
+        .as_str()
+        .unwrap()
+        .starts_with("digits-mlp-l."));
+    assert_eq!(node(&answer, "cheap")["rows"], 540);
+    assert_eq!(node(&answer, "cheap")["model"], "digits-mlp-s");
+    for r in 0..540 {
+        if unsure.binary_search(&r).is_err() {
+            assert_eq!(
+                probs[r], cheap[r],
+                "row {r} was sure: the cheap answer stands"
+            );
+        }
+    }
+    assert!(unsure.iter().any(|&r| probs[r] != cheap[r]));
+
+    // Real accuracy on the whole validation set: the cascade beats its cheap stage alone.
+    let correct = |rows: &[Vec<f64>]| {
+        rows.iter()
+            .zip(&y)
+            .filter(|(row, label)| argmax(row) == **label)
+            .count() as f64
+            / 540.0
+    };
+    let (cascade_acc, cheap_acc) = (correct(&probs), correct(&cheap));
+    assert!(
+        cascade_acc > cheap_acc,
+        "cascade {cascade_acc:.4} vs cheap stage {cheap_acc:.4}"
+    );
+    let estimated = answer["accuracy"].as_f64().unwrap();
+    assert!(estimated > 0.8 && estimated <= 1.0, "{answer}");
+    assert_eq!(answer["slo_ms"], 2000.0);
+    assert!(answer["latency_ms"].as_f64().unwrap() > 0.0);
+
+    // A per-query SLO override reaches the nodes' budgets.
+    let (x1, _) = validation("image", 1);
+    let (s, one) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [x1], "latency_ms": 500}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{one}");
+    assert_eq!(one["slo_ms"], 500.0);
+    let budget = node(&one, "cheap")["budget_ms"].as_f64().unwrap();
+    assert!(
+        budget > 0.0 && budget <= 250.0,
+        "two model nodes share 500 ms: {budget}"
+    );
+
+    // Planning: InferLine's planner on a generated trace, judged by the simulator.
+    let (s, plan) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/plan",
+        &json!({"generate": "poisson:rate=200,duration=60"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{plan}");
+    assert_eq!(plan["nodes"].as_array().unwrap().len(), 2, "{plan}");
+    assert!(
+        plan["predicted_latency_ms"].as_f64().unwrap() <= 2000.0,
+        "{plan}"
+    );
+    assert!(plan["attainment"].as_f64().unwrap() >= 0.99, "{plan}");
+    assert!(plan["cost_per_hour"].as_f64().unwrap() > 0.0);
+    assert!(
+        plan["cost_per_hour"].as_f64().unwrap() <= plan["initial_cost_per_hour"].as_f64().unwrap()
+    );
+    assert!(plan["estimates"].as_u64().unwrap() > 0);
+    assert_eq!(
+        plan["trace"]["source"],
+        "generated: poisson:rate=200,duration=60"
+    );
+    // The switch's branch probability was measured on the 541 queries above.
+    let expert_plan = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "expert")
+        .unwrap();
+    let measured = unsure.len() as f64 / 540.0;
+    assert!(
+        expert_plan["branch_probability"].as_f64().unwrap() > 0.0,
+        "{plan}"
+    );
+    assert!(
+        expert_plan["branch_probability"].as_f64().unwrap() < 1.0,
+        "{plan} (measured {measured})"
+    );
+    assert!(expert_plan["variant"]
+        .as_str()
+        .unwrap()
+        .starts_with("digits-mlp-l."));
+    assert!(plan["applied"] == false);
+    // No configuration meets a 1 µs SLO: the closest (the service time) is named.
+    let mut tight = cascade();
+    tight["name"] = json!("tight");
+    tight["slo"]["latency_ms"] = json!(0.001);
+    let (s, _) = post_json(&p, &t, "/v1/pipelines", &tight).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, body) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/tight/plan",
+        &json!({"generate": "poisson:rate=10,duration=10"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("service time"),
+        "{body}"
+    );
+    // A bad generator is a 400.
+    let (s, _) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/plan",
+        &json!({"generate": "poisson:duration=10"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Applied, the plan is stored and the nodes run its models.
+    let (s, applied) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/plan",
+        &json!({"generate": "poisson:rate=50,duration=30", "apply": true}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{applied}");
+    let (s, shown) = send(&p, &t, reqwest::Method::GET, "/v1/pipelines/cascade", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(shown["plan"]["nodes"], applied["nodes"]);
+    let status = &shown["status"];
+    let expert_status = status["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "expert")
+        .unwrap();
+    let applied_expert = applied["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "expert")
+        .unwrap();
+    assert_eq!(expert_status["planned_variant"], applied_expert["variant"]);
+    assert!(expert_status["replicas"].as_u64().unwrap() >= 1, "{status}");
+    assert!(
+        status["queries_last_minute"].as_u64().unwrap() >= 2,
+        "{status}"
+    );
+
+    // Prometheus has the pipeline's and its nodes' latency histograms.
+    let metrics = p
+        .http
+        .get(format!("{}/metrics", p.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("infaas_pipeline_latency_seconds"),
+        "{metrics}"
+    );
+    assert!(metrics.contains(r#"node="expert""#));
+    assert!(metrics.contains("infaas_pipeline_queries_total"));
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_pipelines_are_rejected_naming_the_node_and_tensor() {
+    let Some((p, t, _b)) = platform_with_models().await else {
+        return;
+    };
+    type Change = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Change, StatusCode, Vec<&str>)> = vec![
+        (
+            "cycle",
+            Box::new(|d| d["nodes"][0]["inputs"]["input"] = json!("answer.output")),
+            StatusCode::BAD_REQUEST,
+            vec!["cycle", "cheap", "answer"],
+        ),
+        (
+            "unknown application",
+            Box::new(|d| d["nodes"][0]["app"] = json!("nowhere")),
+            StatusCode::NOT_FOUND,
+            vec!["node 'cheap'", "nowhere"],
+        ),
+        (
+            "unknown model",
+            Box::new(|d| d["nodes"][1]["model"] = json!("digits-missing")),
+            StatusCode::NOT_FOUND,
+            vec!["node 'expert'", "digits-missing"],
+        ),
+        (
+            "shape that does not connect",
+            Box::new(|d| d["inputs"][0]["shape"] = json!([32])),
+            StatusCode::BAD_REQUEST,
+            vec!["node 'cheap'", "input", "FP32 [-1, 32]", "[-1, 64]"],
+        ),
+        (
+            "dtype that does not connect",
+            Box::new(|d| d["inputs"][0]["datatype"] = json!("INT64")),
+            StatusCode::BAD_REQUEST,
+            vec!["node 'cheap'", "INT64"],
+        ),
+        (
+            "condition on a missing output",
+            Box::new(|d| d["nodes"][1]["when"]["source"] = json!("cheap.scores")),
+            StatusCode::BAD_REQUEST,
+            vec!["node 'expert'", "'cheap.scores'", "no output 'scores'"],
+        ),
+        (
+            "output behind a switch",
+            Box::new(|d| d["outputs"]["expert_only"] = json!("expert.probabilities")),
+            StatusCode::BAD_REQUEST,
+            vec!["output 'expert_only'", "combine: first"],
+        ),
+        (
+            "a name taken by an application",
+            Box::new(|d| d["name"] = json!("small")),
+            StatusCode::CONFLICT,
+            vec!["'small'", "application or model"],
+        ),
+        (
+            "bad SLO",
+            Box::new(|d| d["slo"]["latency_ms"] = json!(-5)),
+            StatusCode::BAD_REQUEST,
+            vec!["slo.latency_ms"],
+        ),
+    ];
+    for (what, change, status, words) in cases {
+        let mut doc = cascade();
+        change(&mut doc);
+        let (s, body) = post_json(&p, &t, "/v1/pipelines", &doc).await;
+        assert_eq!(s, status, "{what}: {body}");
+        let msg = body["error"].as_str().unwrap_or_default().to_string();
+        for w in words {
+            assert!(msg.contains(w), "{what}: '{w}' not in '{msg}'");
+        }
+    }
+    // Not a document at all, and one over the size limit.
+    let (s, body) = send(
+        &p,
+        &t,
+        reqwest::Method::POST,
+        "/v1/pipelines",
+        Some(("application/json", b"{\"name\": ".to_vec())),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    let big = format!("{{\"description\": \"{}\"}}", "x".repeat(300 * 1024));
+    let (s, _) = send(
+        &p,
+        &t,
+        reqwest::Method::POST,
+        "/v1/pipelines",
+        Some(("application/json", big.into_bytes())),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Nothing was stored, and the server still serves.
+    let (s, list) = send(&p, &t, reqwest::Method::GET, "/v1/pipelines", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["pipelines"], json!([]));
+    let (s, _) = post_json(&p, &t, "/v1/pipelines", &cascade()).await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Bad queries: a missing input, a wrong shape.
+    let (s, body) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [validation("picture", 1).0]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("'image'"),
+        "{body}"
+    );
+    let (s, body) = post_json(&p, &t, "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [{"name": "image", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]})).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("shape"), "{body}");
+    p.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ensemble_and_the_open_inference_protocol() {
+    let Some((p, t, _b)) = platform_with_models().await else {
+        return;
+    };
+    let ensemble = json!({
+        "name": "committee",
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [64]}],
+        "nodes": [
+            {"name": "a", "app": "small"},
+            {"name": "b", "app": "large"},
+            {"name": "c", "app": "linear"},
+            {"name": "mean", "combine": "mean", "from": ["a.probabilities", "b.probabilities", "c.probabilities"]},
+            {"name": "vote", "combine": "vote", "from": ["a.label", "b.label", "c.label"]}
+        ],
+        "outputs": {"probabilities": "mean.output", "label": "vote.output", "a": "a.probabilities", "b": "b.probabilities", "c": "c.probabilities"}
+    });
+    let (s, body) = post_json(&p, &t, "/v1/pipelines", &ensemble).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (x, _) = validation("input", 16);
+    let (s, answer) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/committee/infer",
+        &json!({"inputs": [x.clone()]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    let (a, b, c) = (
+        rows_of(output(&answer, "a")),
+        rows_of(output(&answer, "b")),
+        rows_of(output(&answer, "c")),
+    );
+    let mean = rows_of(output(&answer, "probabilities"));
+    let votes: Vec<i64> = output(&answer, "label")["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    for r in 0..16 {
+        for k in 0..10 {
+            let want = (a[r][k] + b[r][k] + c[r][k]) / 3.0;
+            assert!((mean[r][k] - want).abs() < 1e-5, "row {r} class {k}");
+        }
+        let labels = [argmax(&a[r]), argmax(&b[r]), argmax(&c[r])];
+        let majority = labels
+            .iter()
+            .find(|l| labels.iter().filter(|m| m == l).count() >= 2)
+            .copied()
+            .unwrap_or(labels[0]);
+        assert_eq!(votes[r], majority, "row {r}: {labels:?}");
+    }
+
+    // The same pipeline as a model on the Open Inference Protocol (REST, JSON).
+    let (s, ready) = send(
+        &p,
+        &t,
+        reqwest::Method::GET,
+        "/v2/models/committee/ready",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{ready}");
+    let (s, meta) = send(&p, &t, reqwest::Method::GET, "/v2/models/committee", None).await;
+    assert_eq!(s, StatusCode::OK, "{meta}");
+    assert_eq!(meta["inputs"][0]["name"], "input");
+    let outs: Vec<&str> = meta["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        outs.contains(&"label") && outs.contains(&"probabilities"),
+        "{meta}"
+    );
+    let (s, v2) = post_json(
+        &p,
+        &t,
+        "/v2/models/committee/infer",
+        &json!({"inputs": [x]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v2}");
+    let v2_votes: Vec<i64> = output(&v2, "label")["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(v2_votes, votes);
+    assert_eq!(v2["parameters"]["pipeline"], "committee");
+
+    // Another tenant sees none of it.
+    let other = p.tenant("beta", open_quotas()).await;
+    for path in ["/v1/pipelines/committee", "/v2/models/committee"] {
+        let (s, _) = send(&p, &other, reqwest::Method::GET, path, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{path}");
+    }
+    let (s, _) = post_json(
+        &p,
+        &other,
+        "/v1/pipelines/committee/infer",
+        &json!({"inputs": [validation("input", 1).0]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // A single-node pipeline over the logistic regression answers the unmodified
+    // tritonclient.http exactly as ONNX Runtime does on the model file.
+    let single = json!({
+        "name": "linear-pipe",
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [64]}],
+        "nodes": [{"name": "classify", "app": "linear"}],
+        "outputs": {"label": "classify.label", "probabilities": "classify.probabilities"}
+    });
+    let (s, body) = post_json(&p, &t, "/v1/pipelines", &single).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    if registry_common::python_has(
+        "tritonclient.http, onnxruntime, numpy",
+        "tritonclient[http], onnxruntime and numpy",
+    ) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/triton_client.py");
+        let stdout = registry_common::run_client_script(
+            script,
+            p.base.clone(),
+            t.token.clone(),
+            "linear-pipe",
+        )
+        .await;
+        assert!(stdout.contains("binary=True"), "{stdout}");
+    }
+    // And the unmodified tritonclient.grpc, over the gRPC port.
+    if registry_common::python_has(
+        "tritonclient.grpc, onnxruntime, numpy",
+        "tritonclient[grpc], onnxruntime and numpy",
+    ) {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/triton_grpc_client.py"
+        );
+        let addr = p.server.grpc_addr.unwrap().to_string();
+        let stdout =
+            registry_common::run_client_script(script, addr, t.token.clone(), "linear-pipe").await;
+        assert!(stdout.contains("outputs equal ONNX Runtime's"), "{stdout}");
+    }
+
+    // Deleting a pipeline leaves its applications serving.
+    let (s, _) = send(
+        &p,
+        &t,
+        reqwest::Method::DELETE,
+        "/v1/pipelines/committee",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = send(
+        &p,
+        &t,
+        reqwest::Method::GET,
+        "/v1/pipelines/committee",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _) = post_json(
+        &p,
+        &t,
+        "/v1/apps/small/infer",
+        &json!({"inputs": [validation("input", 1).0]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    p.stop().await;
+}
+
+/// The pipeline's scaling events (the tuner's) for application `app`, oldest first.
+async fn tuner_events(p: &Platform, t: &Tenant, app: &str) -> Vec<Value> {
+    let (s, body) = send(
+        p,
+        t,
+        reqwest::Method::GET,
+        &format!("/v1/apps/{app}/scaling-events"),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let mut events: Vec<Value> = body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"].as_str().unwrap_or("").starts_with("pipeline-"))
+        .cloned()
+        .collect();
+    events.reverse();
+    events
+}
+
+/// InferLine's tuner through the running loop: a plan made for 5 queries/s, then a burst far
+/// above the planned envelope. The tuner loads a second replica of each node's planned variant
+/// (on the second worker) within seconds, and removes it only after the load has stayed low
+/// for the stabilisation period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tuner_scales_out_on_a_burst_and_back_in_after_it() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let cfg = fast_config(&b, &ort);
+    let objects = cfg.object_store.clone().unwrap();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo("digits-mlp-s", "small"))
+        .await;
+    p.wait_ready(&t, "digits-mlp-s", READY).await;
+    let _worker = registry_common::workers::spawn_worker(
+        std::path::Path::new(env!("CARGO_BIN_EXE_infaas")),
+        &p,
+        &ort,
+        &objects,
+        4,
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let (_, w) = send(&p, &t, reqwest::Method::GET, "/v1/workers", None).await;
+        let alive = w["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w["alive"] == true)
+            .count();
+        if alive >= 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the worker process did not register"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let doc = json!({
+        "name": "single",
+        "inputs": [{"name": "image", "datatype": "FP32", "shape": [64]}],
+        "nodes": [{"name": "classify", "app": "small"}],
+        "outputs": {"probabilities": "classify.probabilities"},
+        "slo": {"latency_ms": 200}
+    });
+    let (s, body) = post_json(&p, &t, "/v1/pipelines", &doc).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, plan) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/single/plan",
+        &json!({"generate": "poisson:rate=5,duration=120", "apply": true}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{plan}");
+    assert_eq!(plan["nodes"][0]["replicas"], 1, "{plan}");
+    // A few queries at the planned rate: no tuner action.
+    let (x, _) = validation("image", 1);
+    for _ in 0..5 {
+        let (s, a) = post_json(
+            &p,
+            &t,
+            "/v1/pipelines/single/infer",
+            &json!({"inputs": [x.clone()]}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(tuner_events(&p, &t, "small").await.is_empty());
+
+    // A burst of about 150 queries/s for 3 s.
+    let burst = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for k in 0..450u64 {
+        let (http, base, token, x) = (p.http.clone(), p.base.clone(), t.token.clone(), x.clone());
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_micros(k * 6_667)).await;
+            http.post(format!("{base}/v1/pipelines/single/infer"))
+                .bearer_auth(token)
+                .json(&json!({"inputs": [x]}))
+                .send()
+                .await
+                .map(|r| r.status())
+        }));
+    }
+    let mut out_at = None;
+    while burst.elapsed() < Duration::from_secs(6) {
+        if tuner_events(&p, &t, "small")
+            .await
+            .iter()
+            .any(|e| e["action"] == "pipeline-scale-out")
+        {
+            out_at = Some(burst.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap().unwrap(), StatusCode::OK);
+    }
+    let out_at = out_at.expect("the tuner scaled out during the burst");
+    assert!(
+        out_at < Duration::from_secs(4),
+        "scaled out after {out_at:?}"
+    );
+    let events = tuner_events(&p, &t, "small").await;
+    assert!(
+        events[0]["reason"].as_str().unwrap().contains("1 -> 2"),
+        "{events:?}"
+    );
+
+    // After the burst the load is low; the replica stays for the stabilisation period.
+    let quiet = std::time::Instant::now();
+    let mut in_at = None;
+    while quiet.elapsed() < Duration::from_secs(75) {
+        if tuner_events(&p, &t, "small")
+            .await
+            .iter()
+            .any(|e| e["action"] == "pipeline-scale-in")
+        {
+            in_at = Some(quiet.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let in_at = in_at.expect("the tuner scaled back in after the burst");
+    assert!(
+        in_at >= Duration::from_secs(15),
+        "scaled in {in_at:?} after the burst: before the stabilisation period"
+    );
+    let events = tuner_events(&p, &t, "small").await;
+    let back = events
+        .iter()
+        .find(|e| e["action"] == "pipeline-scale-in")
+        .unwrap();
+    assert!(
+        back["reason"].as_str().unwrap().contains("2 -> 1"),
+        "{events:?}"
+    );
+    p.stop().await;
+}
