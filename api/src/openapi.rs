@@ -128,23 +128,36 @@ impl Modify for StandardResponses {
     }
 }
 
-/// A job names `app` (with an optional `min_accuracy`) or `model`, never both: the object's
-/// own schema, and one of the two shapes.
+/// A job names `app` (with an optional `min_accuracy`), `model` or `pipeline`, exactly one:
+/// the object's own schema, and one of the three shapes.
 fn one_target(object: RefOr<Schema>) -> RefOr<Schema> {
     let absent_or_null = || ObjectBuilder::new().schema_type(Type::Null);
     let string = || ObjectBuilder::new().schema_type(Type::String);
     let by_app = ObjectBuilder::new()
         .required("app")
         .property("app", string())
-        .property("model", absent_or_null());
+        .property("model", absent_or_null())
+        .property("pipeline", absent_or_null());
     let by_model = ObjectBuilder::new()
         .required("model")
         .property("model", string())
         .property("app", absent_or_null())
+        .property("pipeline", absent_or_null())
+        .property("min_accuracy", absent_or_null());
+    let by_pipeline = ObjectBuilder::new()
+        .required("pipeline")
+        .property("pipeline", string())
+        .property("app", absent_or_null())
+        .property("model", absent_or_null())
         .property("min_accuracy", absent_or_null());
     AllOfBuilder::new()
         .item(object)
-        .item(OneOfBuilder::new().item(by_app).item(by_model))
+        .item(
+            OneOfBuilder::new()
+                .item(by_app)
+                .item(by_model)
+                .item(by_pipeline),
+        )
         .into()
 }
 

@@ -37,7 +37,7 @@ pub enum JobsCommand {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["app", "model"])))]
+#[command(group(ArgGroup::new("target").required(true).args(["app", "model", "pipeline"])))]
 #[command(group(ArgGroup::new("inputs").required(true).args(["input_path", "file"])))]
 pub struct SubmitArgs {
     /// Application whose variants may run the job (model-less).
@@ -49,6 +49,9 @@ pub struct SubmitArgs {
     /// One registered model.
     #[arg(long)]
     pub model: Option<String>,
+    /// A pipeline: every item goes through it.
+    #[arg(long)]
+    pub pipeline: Option<String>,
     /// A folder of `.npz` / `.jsonl` objects, or one object, in the tenant's file area.
     #[arg(long)]
     pub input_path: Option<String>,
@@ -73,6 +76,8 @@ struct Job {
     state: String,
     app: Option<String>,
     model: Option<String>,
+    #[serde(default)]
+    pipeline: Option<String>,
     variant: Option<String>,
     items_done: i64,
     items_total: i64,
@@ -91,10 +96,11 @@ impl Job {
     }
 
     fn target(&self) -> String {
-        match (&self.app, &self.model) {
-            (Some(app), _) => format!("app {app}"),
-            (None, Some(m)) => format!("model {m}"),
-            (None, None) => "-".into(),
+        match (&self.app, &self.model, &self.pipeline) {
+            (Some(app), _, _) => format!("app {app}"),
+            (None, Some(m), _) => format!("model {m}"),
+            (None, None, Some(p)) => format!("pipeline {p}"),
+            (None, None, None) => "-".into(),
         }
     }
 
@@ -154,6 +160,7 @@ async fn submit(client: &Client, a: &SubmitArgs) -> anyhow::Result<Value> {
             ("output_path", a.output_path.clone().map(Value::from)),
             ("app", a.app.clone().map(Value::from)),
             ("model", a.model.clone().map(Value::from)),
+            ("pipeline", a.pipeline.clone().map(Value::from)),
             ("min_accuracy", a.min_accuracy.map(Value::from)),
             ("webhook_url", a.webhook_url.clone().map(Value::from)),
         ];
@@ -168,6 +175,7 @@ async fn submit(client: &Client, a: &SubmitArgs) -> anyhow::Result<Value> {
         let fields = [
             ("app", a.app.clone()),
             ("model", a.model.clone()),
+            ("pipeline", a.pipeline.clone()),
             ("min_accuracy", a.min_accuracy.map(|m| m.to_string())),
             ("output_path", a.output_path.clone()),
             ("webhook_url", a.webhook_url.clone()),

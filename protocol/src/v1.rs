@@ -234,6 +234,9 @@ pub struct JobView {
     pub state: String,
     pub app: Option<String>,
     pub model: Option<String>,
+    /// The pipeline the job runs its items through.
+    #[serde(default)]
+    pub pipeline: Option<String>,
     pub min_accuracy: Option<f64>,
     /// The variant the job runs on (chosen for throughput per cost).
     pub variant: Option<String>,

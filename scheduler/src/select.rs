@@ -455,13 +455,19 @@ fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let adds_capacity = |w: &WorkerEntry| {
         !replica || v.hardware != HardwareKind::Cpu || w.idle_cpu_cores() >= v.threads
     };
+    // The least loaded; among equally loaded ones the one with the most free cores (the most
+    // room left), then the lowest id, so that the choice does not depend on the index order.
+    let better = |a: &WorkerEntry, b: &WorkerEntry| {
+        a.load()
+            .total_cmp(&b.load())
+            .then(b.free_cores().cmp(&a.free_cores()))
+            .then(a.id.cmp(&b.id))
+            .is_lt()
+    };
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
-        if w.can_host(v)
-            && adds_capacity(w)
-            && best.is_none_or(|b| w.load().total_cmp(&workers[b].load()).is_lt())
-        {
+        if w.can_host(v) && adds_capacity(w) && best.is_none_or(|b| better(w, &workers[b])) {
             best = Some(wi);
         }
     }
@@ -948,6 +954,35 @@ mod tests {
                 assert!(reason.contains("(not loaded)"), "{reason}");
             }
             d => panic!("{d:?}"),
+        }
+    }
+
+    #[test]
+    fn equally_loaded_workers_take_a_load_where_most_cores_are_free() {
+        // Two idle workers: one offers 1 core, the other 16. Whatever their order in the
+        // index, a load goes to the one with room left.
+        for small_first in [true, false] {
+            let mut b = Snapshot::builder();
+            let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+            let mut add = |id: &str, cores: usize| {
+                let mut w = worker(id, &[Cpu], 0.0);
+                w.cores = cores;
+                b.add_worker(w).unwrap()
+            };
+            let (_, roomy) = if small_first {
+                let s = add("a-small", 1);
+                (s, add("z-roomy", 16))
+            } else {
+                let r = add("z-roomy", 16);
+                (add("a-small", 1), r)
+            };
+            let s = b.build();
+            match select(&s, &app(None, None), &PRICES) {
+                Decision::Load {
+                    variant, worker, ..
+                } => assert_eq!((variant, worker), (v, roomy)),
+                d => panic!("{d:?}"),
+            }
         }
     }
 

@@ -484,6 +484,7 @@ async fn job_chunks_count_once(b: &Backends) {
             &NewJob {
                 app: Some("digits".into()),
                 model: None,
+                pipeline: None,
                 min_accuracy: Some(0.9),
                 input_path: "in/".into(),
                 output_path: "out/".into(),

@@ -41,6 +41,9 @@ pub struct JobRequest {
     /// Or one registered model.
     #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     pub model: Option<String>,
+    /// Or a pipeline: every item goes through it (give one of `app`, `model`, `pipeline`).
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    pub pipeline: Option<String>,
     /// Called with the job (POST, JSON) when it ends.
     pub webhook_url: Option<String>,
 }
@@ -55,6 +58,7 @@ pub struct JobForm {
     app: Option<String>,
     min_accuracy: Option<f64>,
     model: Option<String>,
+    pipeline: Option<String>,
     output_path: Option<String>,
     webhook_url: Option<String>,
 }
@@ -89,6 +93,7 @@ async fn read_multipart(
     let mut s = Submission {
         app: None,
         model: None,
+        pipeline: None,
         min_accuracy: None,
         input_path: upload_dir.to_string(),
         output_path: None,
@@ -126,6 +131,9 @@ async fn read_multipart(
             }
             "app" => s.app = Some(text(field, &name).await?).filter(|v| !v.is_empty()),
             "model" => s.model = Some(text(field, &name).await?).filter(|v| !v.is_empty()),
+            "pipeline" => {
+                s.pipeline = Some(text(field, &name).await?).filter(|v| !v.is_empty())
+            }
             "output_path" => {
                 s.output_path = Some(text(field, &name).await?).filter(|v| !v.is_empty())
             }
@@ -144,7 +152,7 @@ async fn read_multipart(
             }
             other => {
                 return Err(ApiError::BadRequest(format!(
-                    "unknown field '{other}'; expected input, app, min_accuracy, model, output_path, webhook_url"
+                    "unknown field '{other}'; expected input, app, min_accuracy, model, pipeline, output_path, webhook_url"
                 )))
             }
         }
@@ -164,7 +172,7 @@ async fn read_multipart(
     responses((status = 202, description = "Queued", body = JobView),
               (status = 400, description = "Invalid request or inputs that do not fit the model (the message names the object and array or line)", body = ErrorBody),
               (status = 401, body = ErrorBody),
-              (status = 404, description = "Unknown application or model, an application without models, or no input at input_path", body = ErrorBody),
+              (status = 404, description = "Unknown application, model or pipeline, an application without models, or no input at input_path", body = ErrorBody),
               (status = 409, description = "Every model of the target failed registration", body = ErrorBody),
               (status = 413, body = ErrorBody),
               (status = 422, description = "No variant reaches min_accuracy", body = ErrorBody),
@@ -196,6 +204,7 @@ pub async fn submit(
         Submission {
             app: r.app,
             model: r.model,
+            pipeline: r.pipeline,
             min_accuracy: r.min_accuracy,
             input_path: r.input_path,
             output_path: r.output_path,

@@ -81,6 +81,7 @@ pub fn view(j: &Job) -> JobView {
         state: j.state.clone(),
         app: j.app.clone(),
         model: j.model.clone(),
+        pipeline: j.pipeline.clone(),
         min_accuracy: j.min_accuracy,
         variant: j.variant_name.clone(),
         items_done: j.items_done,
@@ -104,6 +105,8 @@ pub fn view(j: &Job) -> JobView {
 pub struct Submission {
     pub app: Option<String>,
     pub model: Option<String>,
+    /// A pipeline: every item goes through it (its nodes model-less as online).
+    pub pipeline: Option<String>,
     pub min_accuracy: Option<f64>,
     /// Prefix (or one object) in the tenant's file area.
     pub input_path: String,
@@ -175,6 +178,26 @@ pub async fn discard_files(state: &ControlPlane, tenant: &str, dir: &str) {
     }
 }
 
+/// Rows of a pipeline job sent through the pipeline at once.
+pub const PIPELINE_JOB_BATCH: usize = 64;
+
+/// The input schema of a pipeline: its declared inputs.
+pub(crate) fn pipeline_schema(p: &crate::pipelines::Prepared) -> Vec<(String, Vec<InputSpec>)> {
+    let inputs = p
+        .pipeline
+        .spec
+        .inputs
+        .iter()
+        .map(|i| InputSpec {
+            name: i.name.clone(),
+            datatype: infaas_core::DataType::parse(&i.datatype)
+                .map_or_else(|| i.datatype.clone(), |d| d.as_str().to_string()),
+            features: i.shape.clone(),
+        })
+        .collect();
+    vec![(format!("pipeline:{}", p.pipeline.spec.name), inputs)]
+}
+
 /// The input schemas a job's target serves: one per distinct schema of its models.
 pub(crate) fn target_schemas(
     state: &ControlPlane,
@@ -205,19 +228,26 @@ pub(crate) fn target_schemas(
 /// model) and stores the job with its chunks.
 pub async fn submit(state: &ControlPlane, tenant: &str, s: Submission) -> Result<Job, Error> {
     state.runtime_ready()?;
-    let (app, model) = match (s.app.as_deref(), s.model.as_deref()) {
-        (Some(_), Some(_)) => {
-            return Err(Error::Invalid(
-                "give either 'app' (model-less) or 'model', not both".into(),
-            ))
-        }
-        (None, None) => {
-            return Err(Error::Invalid(
-                "give 'app' (with an optional 'min_accuracy') or 'model'".into(),
-            ))
-        }
-        other => other,
-    };
+    let targets = [s.app.is_some(), s.model.is_some(), s.pipeline.is_some()]
+        .iter()
+        .filter(|t| **t)
+        .count();
+    if targets > 1 {
+        return Err(Error::Invalid(
+            "give one of 'app' (model-less), 'model' or 'pipeline', not several".into(),
+        ));
+    }
+    if targets == 0 {
+        return Err(Error::Invalid(
+            "give 'app' (with an optional 'min_accuracy'), 'model' or 'pipeline'".into(),
+        ));
+    }
+    if s.pipeline.is_some() && s.min_accuracy.is_some() {
+        return Err(Error::Invalid(
+            "'min_accuracy' applies to application jobs; a pipeline job runs under the pipeline's own requirements".into(),
+        ));
+    }
+    let (app, model) = (s.app.as_deref(), s.model.as_deref());
     if let Some(a) = s.min_accuracy {
         if !(0.0..=1.0).contains(&a) {
             return Err(Error::Invalid(format!(
@@ -262,7 +292,10 @@ pub async fn submit(state: &ControlPlane, tenant: &str, s: Submission) -> Result
     };
 
     // The target: it must exist and serve variants.
-    let mut schemas = target_schemas(state, tenant, app, model);
+    let mut schemas = match &s.pipeline {
+        Some(name) => pipeline_schema(&*crate::pipelines::prepared(state, tenant, name).await?),
+        None => target_schemas(state, tenant, app, model),
+    };
     if schemas.is_empty() {
         if let Err(e) = state.cluster.refresh_catalog().await {
             tracing::warn!(error = %e, "cannot refresh the serving catalog");
@@ -358,6 +391,7 @@ pub async fn submit(state: &ControlPlane, tenant: &str, s: Submission) -> Result
             &NewJob {
                 app: app.map(str::to_string),
                 model: model.map(str::to_string),
+                pipeline: s.pipeline.clone(),
                 min_accuracy: s.min_accuracy,
                 input_path,
                 output_path,

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::input::{self, Format, Items};
 use super::{file_key, target_schemas};
 use crate::cluster::{schema, CallError};
+use crate::error::Error;
 use crate::platform::ControlPlane;
 use crate::serving::load_request;
 
@@ -196,12 +197,23 @@ impl JobRunner {
                 return Ok(items.clone());
             }
         }
-        let schemas = target_schemas(
-            &self.state,
-            &job.tenant_id,
-            job.app.as_deref(),
-            job.model.as_deref(),
-        );
+        let schemas = match &job.pipeline {
+            Some(name) => {
+                let p = crate::pipelines::prepared(&self.state, &job.tenant_id, name)
+                    .await
+                    .map_err(|e| match e {
+                        Error::NotFound(m) => Stop::Fail(m),
+                        other => Stop::Retry(other.to_string()),
+                    })?;
+                super::pipeline_schema(&p)
+            }
+            None => target_schemas(
+                &self.state,
+                &job.tenant_id,
+                job.app.as_deref(),
+                job.model.as_deref(),
+            ),
+        };
         if schemas.is_empty() {
             return Err(Stop::Retry(
                 "the job's target serves no variant right now".into(),
@@ -235,7 +247,86 @@ impl JobRunner {
         Ok(parsed)
     }
 
+    /// A chunk of a pipeline job: its items through the pipeline, batches of
+    /// [`super::PIPELINE_JOB_BATCH`] rows, each node model-less as for online queries.
+    async fn run_pipeline_chunk(
+        &self,
+        job: &Job,
+        chunk: &Chunk,
+        name: &str,
+    ) -> Result<Vec<u8>, Stop> {
+        let parsed = self.items(job, chunk).await?;
+        let items = &parsed.1;
+        let tenant = job.tenant_id.as_str();
+        let lease = self.state.config.job_lease_ms as i64;
+        let mut renewed = Instant::now();
+        let mut out = Vec::new();
+        let end = (chunk.row_start + chunk.items) as usize;
+        let mut at = chunk.row_start as usize;
+        while at < end {
+            if let Err(why) = self.gate() {
+                return Err(Stop::Pause(why));
+            }
+            match self.state.db.get_job(tenant, &job.id).await {
+                Ok(j) if j.state == state::CANCELLED => return Err(Stop::Cancelled),
+                Ok(_) => {}
+                Err(e) => return Err(Stop::Retry(e.to_string())),
+            }
+            if renewed.elapsed().as_millis() as i64 > lease / 3 {
+                self.state
+                    .db
+                    .renew_chunk(&job.id, chunk.index, lease)
+                    .await
+                    .map_err(|e| Stop::Retry(e.to_string()))?;
+                renewed = Instant::now();
+            }
+            let prepared = crate::pipelines::prepared(&self.state, tenant, name)
+                .await
+                .map_err(|e| match e {
+                    Error::NotFound(m) => Stop::Fail(m),
+                    other => Stop::Retry(other.to_string()),
+                })?;
+            let n = super::PIPELINE_JOB_BATCH.min(end - at);
+            // Offline: no latency SLO, the pipeline's accuracy floor.
+            let req = crate::serving::Requirements {
+                latency_ms: None,
+                min_accuracy: prepared.pipeline.spec.slo.min_accuracy,
+                max_cost: None,
+            };
+            let answer = crate::pipelines::run::infer_offline(
+                &self.state,
+                tenant,
+                &prepared,
+                req,
+                items.slice(at, n),
+            )
+            .await
+            .map_err(|e| match e {
+                Error::Invalid(m) | Error::NotFound(m) | Error::Conflict(m) => Stop::Fail(m),
+                Error::RateLimited { message, .. } => Stop::Pause(message),
+                other => Stop::Retry(other.to_string()),
+            })?;
+            input::output_lines(
+                chunk.item_start + (at - chunk.row_start as usize) as i64,
+                &answer.outputs,
+                &mut out,
+            )
+            .map_err(Stop::Fail)?;
+            at += n;
+            tokio::task::yield_now().await;
+        }
+        Ok(out)
+    }
+
     async fn run_chunk(&self, job: &Job, chunk: &Chunk) -> Result<(), Stop> {
+        let out = match &job.pipeline {
+            Some(name) => self.run_pipeline_chunk(job, chunk, name).await?,
+            None => self.run_model_chunk(job, chunk).await?,
+        };
+        self.write_chunk(job, chunk, out).await
+    }
+
+    async fn run_model_chunk(&self, job: &Job, chunk: &Chunk) -> Result<Vec<u8>, Stop> {
         let parsed = self.items(job, chunk).await?;
         let (schema_key, items) = (&parsed.0, &parsed.1);
         let cluster = &self.state.cluster;
@@ -337,6 +428,12 @@ impl JobRunner {
             // return without waiting: give online queries queued behind this task their turn.
             tokio::task::yield_now().await;
         }
+        Ok(out)
+    }
+
+    /// Writes a chunk's output lines to its fixed key and marks it done.
+    async fn write_chunk(&self, job: &Job, chunk: &Chunk, out: Vec<u8>) -> Result<(), Stop> {
+        let tenant = job.tenant_id.as_str();
         let key = file_key(
             tenant,
             &format!("{}/part-{:06}.jsonl", job.output_path, chunk.index),

@@ -61,6 +61,11 @@ pub struct PlanReport {
     pub notes: Vec<String>,
     pub applied: bool,
     pub planned_at_ms: i64,
+    /// The tuner's configuration for this plan (the planned traffic envelope, each node's
+    /// reach and throughput): kept with an applied plan so that a restarted controller tunes
+    /// the pipeline again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuner: Option<planner::TunerConfig>,
 }
 
 /// One node of a plan.
@@ -363,18 +368,46 @@ pub async fn plan(
         notes,
         applied: req.apply,
         planned_at_ms: infaas_core::time::now_ms(),
+        tuner,
     };
     if req.apply {
         apply(state, tenant, name, &report).await?;
-        if let Some(config) = tuner {
-            let variants = report.nodes.iter().map(|n| n.variant.clone()).collect();
-            state
-                .pipelines
-                .tuners
-                .install(tenant, name, planner::Tuner::new(config), variants);
-        }
+        install_tuner(state, tenant, name, &report);
     }
     Ok(report)
+}
+
+/// Starts tuning a pipeline from its applied plan (no-op for a plan without a tuner).
+pub fn install_tuner(state: &ControlPlane, tenant: &str, name: &str, report: &PlanReport) {
+    if let Some(config) = &report.tuner {
+        let variants = report.nodes.iter().map(|n| n.variant.clone()).collect();
+        state
+            .pipelines
+            .tuners
+            .install(tenant, name, planner::Tuner::new(config.clone()), variants);
+    }
+}
+
+/// Tunes again every pipeline with an applied plan (at the controller's start).
+pub async fn resume_tuners(state: &ControlPlane) {
+    let rows = match state.db.all_pipelines().await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the pipelines to resume their tuners");
+            return;
+        }
+    };
+    for row in rows {
+        let Some(plan) = row.plan.as_deref() else {
+            continue;
+        };
+        match serde_json::from_str::<PlanReport>(plan) {
+            Ok(report) => install_tuner(state, &row.tenant_id, &row.name, &report),
+            Err(e) => {
+                tracing::warn!(pipeline = %row.name, error = %e, "cannot read a stored plan; its pipeline is not tuned")
+            }
+        }
+    }
 }
 
 /// Stores a plan (queries then run each node on its model) and loads its replicas.

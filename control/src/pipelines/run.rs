@@ -94,15 +94,41 @@ pub async fn infer(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
+    infer_as(state, tenant, prepared, req, inputs, true).await
+}
+
+/// Runs rows of an offline job through pipeline `p`: as [`infer`], but not counted as the
+/// pipeline's online traffic (arrivals for the tuner and the planner, SLO attainment,
+/// latency metrics).
+pub async fn infer_offline(
+    state: &ControlPlane,
+    tenant: &str,
+    prepared: &Prepared,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+) -> Result<PipelineOutcome, Error> {
+    infer_as(state, tenant, prepared, req, inputs, false).await
+}
+
+async fn infer_as(
+    state: &ControlPlane,
+    tenant: &str,
+    prepared: &Prepared,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+    online: bool,
+) -> Result<PipelineOutcome, Error> {
     req.check()?;
     let started = Instant::now();
     let p = &prepared.pipeline;
     let spec = &p.spec;
     let (order, shapes) = (&prepared.order, &prepared.shapes);
     let n_rows = check_inputs(spec, &inputs)?;
-    state
-        .pipelines
-        .arrival(tenant, &spec.name, infaas_core::time::now_ms() as f64);
+    if online {
+        state
+            .pipelines
+            .arrival(tenant, &spec.name, infaas_core::time::now_ms() as f64);
+    }
     let slo_ms = req.latency_ms.or(spec.slo.latency_ms);
     let min_accuracy = req.min_accuracy.or(spec.slo.min_accuracy);
     let parents = spec.parents();
@@ -274,6 +300,15 @@ pub async fn infer(
         .filter_map(|r| r.accuracy.map(|a| a.powf(r.rows as f64 / n_rows as f64)))
         .product();
     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
+    if !online {
+        return Ok(PipelineOutcome {
+            outputs,
+            latency_ms,
+            slo_ms,
+            accuracy,
+            nodes,
+        });
+    }
     let within = slo_ms.is_none_or(|s| latency_ms <= s);
     state.pipelines.answered(
         tenant,

@@ -5,7 +5,8 @@
 //! the load has stayed low for the stabilisation period (15 s), never below the plan. Replicas
 //! are instances of the node's planned variant on distinct workers (as many as can host it).
 //! When the envelope has exceeded the plan for longer than the re-plan period (300 s), the
-//! pipeline is planned again in the background on its recorded arrivals, and applied.
+//! pipeline is planned again in the background on its recorded arrivals, and applied. An
+//! applied plan keeps its tuner's configuration, so a restarted controller tunes again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -117,6 +118,7 @@ fn decide(state: &ControlPlane) -> Vec<Decision> {
 
 /// Runs the tuner loop until `shutdown`.
 pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
+    super::plan::resume_tuners(&state).await;
     let mut tick = tokio::time::interval(TUNER_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

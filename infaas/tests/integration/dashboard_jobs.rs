@@ -202,7 +202,9 @@ async fn jobs_are_submitted_from_the_dashboard_with_progress(b: &Backends) {
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     let html = unescape(&resp.text().await.unwrap());
     assert!(
-        html.contains(r#"id="job-error">give either 'app' (model-less) or 'model', not both"#),
+        html.contains(
+            r#"id="job-error">give one of 'app' (model-less), 'model' or 'pipeline', not several"#
+        ),
         "{html}"
     );
     assert!(html.contains(&format!(

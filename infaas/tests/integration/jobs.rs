@@ -532,7 +532,7 @@ async fn bad_submissions_are_rejected_and_leave_nothing(b: &Backends) {
             )
             .await,
             StatusCode::BAD_REQUEST,
-            "not both",
+            "not several",
         ),
         (
             submit_files(&p, &t, &[], &[("app", APP)]).await,

@@ -149,9 +149,9 @@ fn request_limits_are_in_the_schemas() {
         schemas["KeyRole"]["enum"],
         serde_json::json!(["admin", "member"])
     );
-    // A job names an application or a model, not both.
+    // A job names an application, a model or a pipeline: exactly one.
     let job = &schemas["JobRequest"]["allOf"];
-    assert_eq!(job[1]["oneOf"].as_array().map(Vec::len), Some(2));
+    assert_eq!(job[1]["oneOf"].as_array().map(Vec::len), Some(3));
     let files = &doc["paths"]["/v1/files/{path}"]["put"];
     assert_eq!(files["requestBody"]["required"], true);
     assert!(files["parameters"][0]["schema"]["pattern"].is_string());

@@ -834,3 +834,135 @@ async fn the_tuner_scales_out_on_a_burst_and_back_in_after_it() {
     );
     p.stop().await;
 }
+
+/// An offline job over a pipeline: every item of the validation set goes through the cascade,
+/// once, in item order, with the answers the pipeline gives online; bad submissions are named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_runs_as_an_offline_job() {
+    let Some((p, t, _b)) = platform_with_models().await else {
+        return;
+    };
+    let (s, body) = post_json(&p, &t, "/v1/pipelines", &cascade()).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let submit = |fields: Vec<(&'static str, &'static str)>| {
+        let form = fields.into_iter().fold(
+            reqwest::multipart::Form::new().part(
+                "input",
+                reqwest::multipart::Part::bytes(registry_common::zoo_bytes("digits-val.npz"))
+                    .file_name("digits-val.npz"),
+            ),
+            |f, (k, v)| f.text(k, v),
+        );
+        p.http
+            .post(format!("{}/v1/jobs", p.base))
+            .bearer_auth(&t.token)
+            .multipart(form)
+            .send()
+    };
+    // Bad submissions: an unknown pipeline, two targets, an accuracy floor on a pipeline.
+    for (fields, status, words) in [
+        (
+            vec![("pipeline", "nope")],
+            StatusCode::NOT_FOUND,
+            "pipeline 'nope'",
+        ),
+        (
+            vec![("pipeline", "cascade"), ("app", "small")],
+            StatusCode::BAD_REQUEST,
+            "not several",
+        ),
+        (
+            vec![("pipeline", "cascade"), ("min_accuracy", "0.9")],
+            StatusCode::BAD_REQUEST,
+            "min_accuracy",
+        ),
+    ] {
+        let resp = submit(fields).await.unwrap();
+        assert_eq!(resp.status(), status);
+        let text = resp.text().await.unwrap();
+        assert!(text.contains(words), "{text}");
+    }
+    let resp = submit(vec![("pipeline", "cascade")]).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::ACCEPTED);
+    let job: Value = resp.json().await.unwrap();
+    assert_eq!(job["pipeline"], "cascade");
+    assert_eq!(job["items_total"], 540);
+    let id = job["id"].as_str().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let done = loop {
+        let (s, j) = send(
+            &p,
+            &t,
+            reqwest::Method::GET,
+            &format!("/v1/jobs/{id}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK);
+        if j["state"] == "succeeded" {
+            break j;
+        }
+        assert!(j["state"] != "failed", "{j}");
+        assert!(started.elapsed() < Duration::from_secs(120), "{j}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["items_done"], 540);
+    let text = p
+        .http
+        .get(format!("{}/v1/jobs/{id}/results", p.base))
+        .bearer_auth(&t.token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 540);
+    let (x, y) = validation("image", 540);
+    let mut correct = 0;
+    for (k, line) in lines.iter().enumerate() {
+        assert_eq!(line["item"], k as i64);
+        let out = line["outputs"].as_array().unwrap();
+        let probs = out.iter().find(|o| o["name"] == "probabilities").unwrap();
+        let row: Vec<f64> = probs["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(row.len(), 10, "{line}");
+        correct += usize::from(argmax(&row) == y[k]);
+    }
+    // The same accuracy as the cascade online on the same rows (its nodes pick variants of the
+    // same models; the outputs are those of real models).
+    let (s, online) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [x]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let online_correct = rows_of(output(&online, "probabilities"))
+        .iter()
+        .zip(&y)
+        .filter(|(r, l)| argmax(r) == **l)
+        .count();
+    assert!(
+        correct.abs_diff(online_correct) <= 5,
+        "job {correct} vs online {online_correct} of 540"
+    );
+    assert!(correct as f64 / 540.0 > 0.9, "{correct}");
+    // Offline items are not the pipeline's online traffic.
+    let (_, shown) = send(&p, &t, reqwest::Method::GET, "/v1/pipelines/cascade", None).await;
+    assert_eq!(
+        shown["status"]["queries_last_minute"], 1,
+        "{}",
+        shown["status"]
+    );
+    p.stop().await;
+}

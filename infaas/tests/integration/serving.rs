@@ -426,6 +426,7 @@ async fn queries_survive_a_killed_worker_process() {
         .unwrap()
         .to_string();
 
+    let before = alive_workers(&p, &t).await;
     let mut served_remote = 0;
     let mut statuses = Vec::new();
     let mut killed = false;
@@ -464,7 +465,8 @@ async fn queries_survive_a_killed_worker_process() {
     );
     assert!(
         served_remote > 0,
-        "no query was served by the worker process before it was killed"
+        "no query was served by the worker process before it was killed; workers before the queries: {before:?}; first answer: {:?}",
+        statuses.first()
     );
     // The dead worker left the index.
     assert_eq!(alive_workers(&p, &t).await.len(), 1);

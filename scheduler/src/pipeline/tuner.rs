@@ -41,7 +41,7 @@
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     option_throughput_per_s, reach_probabilities, service_time_ms, NodeConfig, PlanProblem,
@@ -89,7 +89,7 @@ fn max_count(arrivals_ms: &[f64], w: f64) -> usize {
 
 /// How the tuner turns an observed rate into replicas (the max-provisioning ratio `rho_m`
 /// of `k_m = ceil(r * reach_m / (throughput_m * rho_m))`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Provisioning {
     /// The plan's ratio at each timescale: `rho_m(W) = planned(W) * reach_m / (planned_m *
     /// throughput_m)`, so `k_m = ceil(planned_m * observed(W) / planned(W))`, the largest over
@@ -132,7 +132,7 @@ pub fn sample_envelope(arrivals_ms: &[f64], windows_ms: &[f64]) -> Vec<f64> {
 }
 
 /// What the tuner knows of a node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TunerNode {
     /// Fraction of the pipeline's queries that reach the node (InferLine's scale factor).
     pub reach: f64,
@@ -143,7 +143,7 @@ pub struct TunerNode {
 }
 
 /// The tuner's configuration (see the module documentation).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TunerConfig {
     /// Envelope window sizes, ms, ascending.
     pub windows_ms: Vec<f64>,

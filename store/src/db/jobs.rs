@@ -31,6 +31,8 @@ pub struct Job {
     pub tenant_id: String,
     pub app: Option<String>,
     pub model: Option<String>,
+    /// A pipeline the job runs (then `app` and `model` are `None`).
+    pub pipeline: Option<String>,
     pub min_accuracy: Option<f64>,
     pub variant_id: Option<String>,
     pub variant_name: Option<String>,
@@ -53,6 +55,7 @@ pub struct Job {
 pub struct NewJob {
     pub app: Option<String>,
     pub model: Option<String>,
+    pub pipeline: Option<String>,
     pub min_accuracy: Option<f64>,
     pub input_path: String,
     pub output_path: String,
@@ -96,7 +99,7 @@ pub struct ChunkCounts {
 }
 
 const JOB_COLS: &str =
-    "id, tenant_id, app_name, model_name, min_accuracy, variant_id, variant_name, \
+    "id, tenant_id, app_name, model_name, pipeline_name, min_accuracy, variant_id, variant_name, \
     state, paused_reason, input_path, output_path, webhook_url, items_total, items_done, error, \
     created_at, started_at, finished_at, updated_at";
 
@@ -109,6 +112,7 @@ fn job_from_row(r: &AnyRow) -> Result<Job, StoreError> {
         tenant_id: r.try_get("tenant_id")?,
         app: r.try_get("app_name")?,
         model: r.try_get("model_name")?,
+        pipeline: r.try_get("pipeline_name")?,
         min_accuracy: r.try_get("min_accuracy")?,
         variant_id: r.try_get("variant_id")?,
         variant_name: r.try_get("variant_name")?,
@@ -157,9 +161,9 @@ impl Db {
         let total: i64 = chunks.iter().map(|c| c.items).sum();
         let mut tx = self.pool().begin().await?;
         sqlx::query(
-            "INSERT INTO offline_jobs (id, tenant_id, app_name, model_name, min_accuracy, state, \
+            "INSERT INTO offline_jobs (id, tenant_id, app_name, model_name, pipeline_name, min_accuracy, state, \
              input_path, output_path, webhook_url, items_total, items_done, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, 0, $10, $10)",
+             VALUES ($1, $2, $3, $4, $11, $5, 'queued', $6, $7, $8, $9, 0, $10, $10)",
         )
         .bind(&id)
         .bind(tenant_id)
@@ -171,6 +175,7 @@ impl Db {
         .bind(&job.webhook_url)
         .bind(total)
         .bind(now)
+        .bind(&job.pipeline)
         .execute(&mut *tx)
         .await?;
         let mut item_start = 0i64;

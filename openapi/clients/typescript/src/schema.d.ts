@@ -726,6 +726,7 @@ export interface components {
             min_accuracy?: number | null;
             model?: string | null;
             output_path?: string | null;
+            pipeline?: string | null;
             webhook_url?: string | null;
         };
         JobList: {
@@ -745,15 +746,24 @@ export interface components {
             model?: string | null;
             /** @description Where outputs go in the file area (default `job-outputs/<uuid>`). */
             output_path?: string | null;
+            /** @description Or a pipeline: every item goes through it (give one of `app`, `model`, `pipeline`). */
+            pipeline?: string | null;
             /** @description Called with the job (POST, JSON) when it ends. */
             webhook_url?: string | null;
         } & ({
             app: string;
             model?: null;
+            pipeline?: null;
         } | {
             app?: null;
             min_accuracy?: null;
             model: string;
+            pipeline?: null;
+        } | {
+            app?: null;
+            min_accuracy?: null;
+            model?: null;
+            pipeline: string;
         });
         /** @description A job as the API shows it. */
         JobView: {
@@ -787,6 +797,8 @@ export interface components {
             output_path: string;
             /** @description Why the job is paused (online load). */
             paused_reason?: string | null;
+            /** @description The pipeline the job runs its items through. */
+            pipeline?: string | null;
             /**
              * Format: double
              * @description `items_done / items_total`.
@@ -2328,7 +2340,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Unknown application or model, an application without models, or no input at input_path */
+            /** @description Unknown application, model or pipeline, an application without models, or no input at input_path */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -23,6 +23,7 @@ class JobForm:
         min_accuracy (float | None | Unset):
         model (None | str | Unset):
         output_path (None | str | Unset):
+        pipeline (None | str | Unset):
         webhook_url (None | str | Unset):
     """
 
@@ -31,6 +32,7 @@ class JobForm:
     min_accuracy: float | None | Unset = UNSET
     model: None | str | Unset = UNSET
     output_path: None | str | Unset = UNSET
+    pipeline: None | str | Unset = UNSET
     webhook_url: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -65,6 +67,12 @@ class JobForm:
         else:
             output_path = self.output_path
 
+        pipeline: None | str | Unset
+        if isinstance(self.pipeline, Unset):
+            pipeline = UNSET
+        else:
+            pipeline = self.pipeline
+
         webhook_url: None | str | Unset
         if isinstance(self.webhook_url, Unset):
             webhook_url = UNSET
@@ -86,6 +94,8 @@ class JobForm:
             field_dict["model"] = model
         if output_path is not UNSET:
             field_dict["output_path"] = output_path
+        if pipeline is not UNSET:
+            field_dict["pipeline"] = pipeline
         if webhook_url is not UNSET:
             field_dict["webhook_url"] = webhook_url
 
@@ -120,6 +130,12 @@ class JobForm:
                 files.append(("output_path", (None, str(self.output_path).encode(), "text/plain")))
             else:
                 files.append(("output_path", (None, str(self.output_path).encode(), "text/plain")))
+
+        if not isinstance(self.pipeline, Unset):
+            if isinstance(self.pipeline, str):
+                files.append(("pipeline", (None, str(self.pipeline).encode(), "text/plain")))
+            else:
+                files.append(("pipeline", (None, str(self.pipeline).encode(), "text/plain")))
 
         if not isinstance(self.webhook_url, Unset):
             if isinstance(self.webhook_url, str):
@@ -178,6 +194,15 @@ class JobForm:
 
         output_path = _parse_output_path(d.pop("output_path", UNSET))
 
+        def _parse_pipeline(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        pipeline = _parse_pipeline(d.pop("pipeline", UNSET))
+
         def _parse_webhook_url(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -193,6 +218,7 @@ class JobForm:
             min_accuracy=min_accuracy,
             model=model,
             output_path=output_path,
+            pipeline=pipeline,
             webhook_url=webhook_url,
         )
 

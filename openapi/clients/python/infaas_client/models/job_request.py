@@ -20,6 +20,8 @@ class JobRequest:
         min_accuracy (float | None | Unset): Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
         model (None | str | Unset): Or one registered model.
         output_path (None | str | Unset): Where outputs go in the file area (default `job-outputs/<uuid>`).
+        pipeline (None | str | Unset): Or a pipeline: every item goes through it (give one of `app`, `model`,
+            `pipeline`).
         webhook_url (None | str | Unset): Called with the job (POST, JSON) when it ends.
     """
 
@@ -28,6 +30,7 @@ class JobRequest:
     min_accuracy: float | None | Unset = UNSET
     model: None | str | Unset = UNSET
     output_path: None | str | Unset = UNSET
+    pipeline: None | str | Unset = UNSET
     webhook_url: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -58,6 +61,12 @@ class JobRequest:
         else:
             output_path = self.output_path
 
+        pipeline: None | str | Unset
+        if isinstance(self.pipeline, Unset):
+            pipeline = UNSET
+        else:
+            pipeline = self.pipeline
+
         webhook_url: None | str | Unset
         if isinstance(self.webhook_url, Unset):
             webhook_url = UNSET
@@ -79,6 +88,8 @@ class JobRequest:
             field_dict["model"] = model
         if output_path is not UNSET:
             field_dict["output_path"] = output_path
+        if pipeline is not UNSET:
+            field_dict["pipeline"] = pipeline
         if webhook_url is not UNSET:
             field_dict["webhook_url"] = webhook_url
 
@@ -125,6 +136,15 @@ class JobRequest:
 
         output_path = _parse_output_path(d.pop("output_path", UNSET))
 
+        def _parse_pipeline(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        pipeline = _parse_pipeline(d.pop("pipeline", UNSET))
+
         def _parse_webhook_url(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -140,6 +160,7 @@ class JobRequest:
             min_accuracy=min_accuracy,
             model=model,
             output_path=output_path,
+            pipeline=pipeline,
             webhook_url=webhook_url,
         )
 

@@ -32,6 +32,7 @@ class JobView:
         min_accuracy (float | None | Unset):
         model (None | str | Unset):
         paused_reason (None | str | Unset): Why the job is paused (online load).
+        pipeline (None | str | Unset): The pipeline the job runs its items through.
         started_at_ms (int | None | Unset):
         variant (None | str | Unset): The variant the job runs on (chosen for throughput per cost).
         webhook_url (None | str | Unset):
@@ -53,6 +54,7 @@ class JobView:
     min_accuracy: float | None | Unset = UNSET
     model: None | str | Unset = UNSET
     paused_reason: None | str | Unset = UNSET
+    pipeline: None | str | Unset = UNSET
     started_at_ms: int | None | Unset = UNSET
     variant: None | str | Unset = UNSET
     webhook_url: None | str | Unset = UNSET
@@ -123,6 +125,12 @@ class JobView:
         else:
             paused_reason = self.paused_reason
 
+        pipeline: None | str | Unset
+        if isinstance(self.pipeline, Unset):
+            pipeline = UNSET
+        else:
+            pipeline = self.pipeline
+
         started_at_ms: int | None | Unset
         if isinstance(self.started_at_ms, Unset):
             started_at_ms = UNSET
@@ -171,6 +179,8 @@ class JobView:
             field_dict["model"] = model
         if paused_reason is not UNSET:
             field_dict["paused_reason"] = paused_reason
+        if pipeline is not UNSET:
+            field_dict["pipeline"] = pipeline
         if started_at_ms is not UNSET:
             field_dict["started_at_ms"] = started_at_ms
         if variant is not UNSET:
@@ -271,6 +281,15 @@ class JobView:
 
         paused_reason = _parse_paused_reason(d.pop("paused_reason", UNSET))
 
+        def _parse_pipeline(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        pipeline = _parse_pipeline(d.pop("pipeline", UNSET))
+
         def _parse_started_at_ms(data: object) -> int | None | Unset:
             if data is None:
                 return data
@@ -315,6 +334,7 @@ class JobView:
             min_accuracy=min_accuracy,
             model=model,
             paused_reason=paused_reason,
+            pipeline=pipeline,
             started_at_ms=started_at_ms,
             variant=variant,
             webhook_url=webhook_url,
