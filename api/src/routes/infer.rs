@@ -102,13 +102,18 @@ async fn infer(
     goal: Goal<'_>,
     req: InferRequest,
 ) -> ApiResult<Response> {
+    let want = requirements_of(&req);
     let inputs = decode_inputs(req.inputs)?;
-    let want = Requirements {
+    respond(serve(state, &p.tenant_id, goal, want, inputs).await?)
+}
+
+/// A `/v1` request's requirements.
+pub(crate) fn requirements_of(req: &InferRequest) -> Requirements {
+    Requirements {
         latency_ms: req.latency_ms,
         min_accuracy: req.min_accuracy,
         max_cost: req.max_cost,
-    };
-    respond(serve(state, &p.tenant_id, goal, want, inputs).await?)
+    }
 }
 
 /// Model-less query: the platform picks a variant of the application's models that meets

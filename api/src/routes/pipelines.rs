@@ -5,7 +5,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use infaas_control::pipelines::{self, run, Pipeline};
-use infaas_control::serving::Requirements;
 use infaas_protocol::v1::InferRequest;
 use infaas_protocol::JsonTensorOut;
 use serde::{Deserialize, Serialize};
@@ -194,12 +193,8 @@ pub async fn infer(
     Path(name): Path<String>,
     Json(req): Json<InferRequest>,
 ) -> ApiResult<axum::response::Response> {
+    let want = crate::routes::infer::requirements_of(&req);
     let inputs = crate::routes::infer::decode_inputs(req.inputs)?;
-    let want = Requirements {
-        latency_ms: req.latency_ms,
-        min_accuracy: req.min_accuracy,
-        max_cost: req.max_cost,
-    };
     let prepared = pipelines::prepared(&state, &p.tenant_id, &name).await?;
     let out = run::infer(&state, &p.tenant_id, &prepared, want, inputs).await?;
     let answer = Answer {

@@ -375,13 +375,7 @@ async fn infer_named(
             &req,
             params,
         )
-        .map_err(|e| {
-            if e.is_client_error() {
-                ApiError::BadRequest(e.to_string())
-            } else {
-                ApiError::internal(e)
-            }
-        })?;
+        .map_err(encode_error)?;
         return Ok(encoded_response(encoded, HeaderMap::new()));
     }
     let outcome = serve(
@@ -401,14 +395,18 @@ async fn infer_named(
         &req,
         params,
     )
-    .map_err(|e| {
-        if e.is_client_error() {
-            ApiError::BadRequest(e.to_string())
-        } else {
-            ApiError::internal(e)
-        }
-    })?;
+    .map_err(encode_error)?;
     Ok(encoded_response(encoded, outcome_headers(&outcome)))
+}
+
+/// A response that cannot be encoded: the request's fault (e.g. an unknown output asked
+/// for) is a 400, anything else a 500.
+fn encode_error(e: infaas_protocol::ProtocolError) -> ApiError {
+    if e.is_client_error() {
+        ApiError::BadRequest(e.to_string())
+    } else {
+        ApiError::internal(e)
+    }
 }
 
 fn encoded_response(encoded: infaas_protocol::EncodedResponse, mut headers: HeaderMap) -> Response {

@@ -258,7 +258,6 @@ impl JobRunner {
         let parsed = self.items(job, chunk).await?;
         let items = &parsed.1;
         let tenant = job.tenant_id.as_str();
-        let lease = self.state.config.job_lease_ms as i64;
         let mut renewed = Instant::now();
         let mut out = Vec::new();
         let end = (chunk.row_start + chunk.items) as usize;
@@ -267,19 +266,8 @@ impl JobRunner {
             if let Err(why) = self.gate() {
                 return Err(Stop::Pause(why));
             }
-            match self.state.db.get_job(tenant, &job.id).await {
-                Ok(j) if j.state == state::CANCELLED => return Err(Stop::Cancelled),
-                Ok(_) => {}
-                Err(e) => return Err(Stop::Retry(e.to_string())),
-            }
-            if renewed.elapsed().as_millis() as i64 > lease / 3 {
-                self.state
-                    .db
-                    .renew_chunk(&job.id, chunk.index, lease)
-                    .await
-                    .map_err(|e| Stop::Retry(e.to_string()))?;
-                renewed = Instant::now();
-            }
+            self.check_cancelled(job).await?;
+            self.renew_if_due(job, chunk, &mut renewed).await?;
             let prepared = crate::pipelines::prepared(&self.state, tenant, name)
                 .await
                 .map_err(|e| match e {
@@ -318,6 +306,34 @@ impl JobRunner {
         Ok(out)
     }
 
+    /// Stops with [`Stop::Cancelled`] once the job is cancelled.
+    async fn check_cancelled(&self, job: &Job) -> Result<(), Stop> {
+        match self.state.db.get_job(&job.tenant_id, &job.id).await {
+            Ok(j) if j.state == state::CANCELLED => Err(Stop::Cancelled),
+            Ok(_) => Ok(()),
+            Err(e) => Err(Stop::Retry(e.to_string())),
+        }
+    }
+
+    /// Renews the chunk's lease once a third of it has passed since `renewed`.
+    async fn renew_if_due(
+        &self,
+        job: &Job,
+        chunk: &Chunk,
+        renewed: &mut Instant,
+    ) -> Result<(), Stop> {
+        let lease = self.state.config.job_lease_ms as i64;
+        if renewed.elapsed().as_millis() as i64 > lease / 3 {
+            self.state
+                .db
+                .renew_chunk(&job.id, chunk.index, lease)
+                .await
+                .map_err(|e| Stop::Retry(e.to_string()))?;
+            *renewed = Instant::now();
+        }
+        Ok(())
+    }
+
     async fn run_chunk(&self, job: &Job, chunk: &Chunk) -> Result<(), Stop> {
         let out = match &job.pipeline {
             Some(name) => self.run_pipeline_chunk(job, chunk, name).await?,
@@ -336,7 +352,6 @@ impl JobRunner {
             (None, Some(model)) => model.clone(),
             (None, None) => return Err(Stop::Fail("the job has no target".into())),
         };
-        let lease = self.state.config.job_lease_ms as i64;
         let mut renewed = Instant::now();
         let mut out = Vec::new();
         let end = (chunk.row_start + chunk.items) as usize;
@@ -347,20 +362,9 @@ impl JobRunner {
                 return Err(Stop::Pause(why));
             }
             if batches.is_multiple_of(8) {
-                match self.state.db.get_job(tenant, &job.id).await {
-                    Ok(j) if j.state == state::CANCELLED => return Err(Stop::Cancelled),
-                    Ok(_) => {}
-                    Err(e) => return Err(Stop::Retry(e.to_string())),
-                }
+                self.check_cancelled(job).await?;
             }
-            if renewed.elapsed().as_millis() as i64 > lease / 3 {
-                self.state
-                    .db
-                    .renew_chunk(&job.id, chunk.index, lease)
-                    .await
-                    .map_err(|e| Stop::Retry(e.to_string()))?;
-                renewed = Instant::now();
-            }
+            self.renew_if_due(job, chunk, &mut renewed).await?;
             let snapshot = cluster.snapshot();
             let prices = cluster.prices();
             let Some(vi) = job_variant(

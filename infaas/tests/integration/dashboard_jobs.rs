@@ -137,8 +137,18 @@ fn job_form(csrf: Option<&str>, app: &str, model: &str, min_accuracy: &str) -> F
         .text("output_path", "")
 }
 
+/// Undoes askama's escaping of the characters the messages hold.
 pub(crate) fn unescape(html: &str) -> String {
-    html.replace("&#39;", "'").replace("&#x27;", "'")
+    html.replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&#34;", "\"")
+        .replace("&quot;", "\"")
+        .replace("&#60;", "<")
+        .replace("&lt;", "<")
+        .replace("&#62;", ">")
+        .replace("&gt;", ">")
+        .replace("&#38;", "&")
+        .replace("&amp;", "&")
 }
 
 on_both_pairs!(jobs_are_submitted_from_the_dashboard_with_progress);

@@ -16,105 +16,13 @@ use infaas_testing::platform::{
     backends::Backends, fast_config, open_quotas, ort_library, zoo_arrays, Platform, Registration,
     Tenant,
 };
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
+use reqwest::header::LOCATION;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use crate::dashboard_jobs::{unescape, Browser};
+
 const READY: Duration = Duration::from_secs(180);
-
-/// The `value` of the first hidden field `name` in a page.
-fn hidden(html: &str, name: &str) -> String {
-    let marker = format!(r#"name="{name}" value=""#);
-    let start = html
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no field {name} in {html}"))
-        + marker.len();
-    html[start..].split('"').next().unwrap().to_string()
-}
-
-fn cookie(resp: &reqwest::Response, name: &str) -> String {
-    resp.headers()
-        .get_all(SET_COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with(&format!("{name}=")))
-        .map(|v| v.split(';').next().unwrap().to_string())
-        .unwrap_or_else(|| panic!("no cookie {name}"))
-}
-
-/// Undoes askama's escaping of the characters the messages hold.
-fn unescape(html: &str) -> String {
-    html.replace("&#39;", "'")
-        .replace("&#x27;", "'")
-        .replace("&#34;", "\"")
-        .replace("&quot;", "\"")
-        .replace("&#60;", "<")
-        .replace("&lt;", "<")
-        .replace("&#62;", ">")
-        .replace("&gt;", ">")
-        .replace("&#38;", "&")
-        .replace("&amp;", "&")
-}
-
-/// A signed-in browser: session cookie and anti-forgery token.
-struct Browser {
-    http: reqwest::Client,
-    base: String,
-    cookie: String,
-    csrf: String,
-}
-
-impl Browser {
-    async fn sign_in(base: &str, key: &str) -> Browser {
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
-        let form = http.get(format!("{base}/ui/login")).send().await.unwrap();
-        let login_cookie = cookie(&form, "infaas_login_csrf");
-        let csrf = hidden(&form.text().await.unwrap(), "csrf");
-        let resp = http
-            .post(format!("{base}/ui/login"))
-            .header(COOKIE, &login_cookie)
-            .form(&[("csrf", csrf.as_str()), ("api_key", key)])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::SEE_OTHER);
-        let mut b = Browser {
-            http,
-            base: base.to_string(),
-            cookie: cookie(&resp, "infaas_session"),
-            csrf: String::new(),
-        };
-        let (status, html) = b.get("/ui/pipelines").await;
-        assert_eq!(status, StatusCode::OK, "{html}");
-        b.csrf = hidden(&html, "csrf");
-        b
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, String) {
-        let resp = self
-            .http
-            .get(format!("{}{path}", self.base))
-            .header(COOKIE, &self.cookie)
-            .send()
-            .await
-            .unwrap();
-        (resp.status(), resp.text().await.unwrap())
-    }
-
-    async fn post(&self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
-        self.http
-            .post(format!("{}{path}", self.base))
-            .header(COOKIE, &self.cookie)
-            .form(fields)
-            .send()
-            .await
-            .unwrap()
-    }
-}
 
 /// A tenant with an admin key: the API's token, and the key's secret (for signing in).
 async fn tenant_with_key(p: &Platform, name: &str) -> (Tenant, String) {
@@ -209,7 +117,7 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
 
     // A form without this session's token is refused.
     let resp = browser
-        .post("/ui/pipelines", &[("csrf", "00ff"), ("document", CASCADE)])
+        .post_fields("/ui/pipelines", &[("csrf", "00ff"), ("document", CASCADE)])
         .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     assert_eq!(stored().await, 0);
@@ -245,7 +153,7 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
     ];
     for (document, want, words) in cases {
         let resp = browser
-            .post(
+            .post_fields(
                 "/ui/pipelines",
                 &[
                     ("csrf", browser.csrf.as_str()),
@@ -266,7 +174,7 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
 
     // Accepted (YAML): to the pipeline's page.
     let resp = browser
-        .post(
+        .post_fields(
             "/ui/pipelines",
             &[("csrf", browser.csrf.as_str()), ("document", CASCADE)],
         )
@@ -382,7 +290,7 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
     assert!(!html.contains(r#"id="pipeline-cascade""#), "{html}");
     assert!(html.contains("No pipeline yet."), "{html}");
     let resp = other
-        .post(
+        .post_fields(
             "/ui/pipelines/cascade/delete",
             &[("csrf", other.csrf.as_str())],
         )
@@ -392,12 +300,12 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
 
     // Deleting: refused without the token, then back to the list.
     let resp = browser
-        .post("/ui/pipelines/cascade/delete", &[("csrf", "00ff")])
+        .post_fields("/ui/pipelines/cascade/delete", &[("csrf", "00ff")])
         .await;
     assert_eq!(resp.status(), StatusCode::FORBIDDEN);
     assert_eq!(stored().await, 1);
     let resp = browser
-        .post(
+        .post_fields(
             "/ui/pipelines/cascade/delete",
             &[("csrf", browser.csrf.as_str())],
         )
