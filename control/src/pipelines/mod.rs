@@ -44,6 +44,11 @@ pub struct Prepared {
     /// Node indices in an order where every node follows those it reads.
     pub order: Vec<usize>,
     pub shapes: Vec<validate::NodeShape>,
+    /// Per node, the nodes it reads from.
+    pub parents: Vec<Vec<usize>>,
+    /// Per node, the model nodes on the longest chain from it to a sink, itself included
+    /// (how many shares of the SLO's remainder a node's budget is).
+    pub depth: Vec<usize>,
 }
 
 /// One tensor of a signature: name, datatype, shape with `-1` for the batch dimension.
@@ -116,10 +121,14 @@ pub async fn prepared(
             ),
             other => other,
         })?;
+    let parents = pipeline.spec.parents();
+    let depth = run::depth_to_sink(&pipeline, &parents, &order);
     let p = Arc::new(Prepared {
         pipeline,
         order,
         shapes,
+        parents,
+        depth,
     });
     state.pipelines.cache(tenant, name, p.clone());
     Ok(p)
@@ -237,13 +246,6 @@ pub async fn delete(state: &ControlPlane, tenant: &str, name: &str) -> Result<()
     state.pipelines.forget(tenant, name);
     state.pipelines.tuners.remove(tenant, name);
     Ok(())
-}
-
-/// Whether `name` is a pipeline of the tenant (for the Open Inference Protocol, which names
-/// pipelines as models).
-pub async fn exists(state: &ControlPlane, tenant: &str, name: &str) -> bool {
-    state.pipelines.cached(tenant, name).is_some()
-        || state.db.get_pipeline(tenant, name).await.is_ok()
 }
 
 /// Recent activity of one pipeline.

@@ -429,14 +429,23 @@ async fn apply(
     Ok(())
 }
 
-/// Loaded instances of the tenant's variant `name`.
-pub(crate) fn replicas_of(state: &ControlPlane, tenant: &str, variant: &str) -> usize {
-    let catalog = state.cluster.catalog();
-    let Some(id) = catalog
+/// The tenant's served variant named `variant` (plans and tuners name variants).
+pub(crate) fn served_named(
+    state: &ControlPlane,
+    tenant: &str,
+    variant: &str,
+) -> Option<std::sync::Arc<crate::cluster::Served>> {
+    state
+        .cluster
+        .catalog()
         .variants()
         .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
-        .map(|s| s.entry.variant.id.clone())
-    else {
+        .cloned()
+}
+
+/// Loaded instances of the tenant's variant `name`.
+pub(crate) fn replicas_of(state: &ControlPlane, tenant: &str, variant: &str) -> usize {
+    let Some(id) = served_named(state, tenant, variant).map(|s| s.entry.variant.id.clone()) else {
         return 0;
     };
     let snapshot = state.cluster.snapshot();
@@ -447,12 +456,7 @@ pub(crate) fn replicas_of(state: &ControlPlane, tenant: &str, variant: &str) -> 
 
 /// Unloads instances of variant `name` until `replicas` are left (the least loaded first).
 pub(crate) async fn shrink(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
-    let catalog = state.cluster.catalog();
-    let Some(id) = catalog
-        .variants()
-        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
-        .map(|s| s.entry.variant.id.clone())
-    else {
+    let Some(id) = served_named(state, tenant, variant).map(|s| s.entry.variant.id.clone()) else {
         return;
     };
     let snapshot = state.cluster.snapshot();
@@ -486,12 +490,7 @@ pub(crate) async fn shrink(state: &ControlPlane, tenant: &str, variant: &str, re
 /// Loads instances of variant `name` until `replicas` workers hold one (as many as can host
 /// it); failures are logged, the autoscaler carries on from there.
 pub(crate) async fn provision(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
-    let catalog = state.cluster.catalog();
-    let Some(served) = catalog
-        .variants()
-        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
-        .cloned()
-    else {
+    let Some(served) = served_named(state, tenant, variant) else {
         tracing::warn!(
             variant,
             "a planned variant is no longer served; not provisioned"

@@ -62,7 +62,7 @@ struct Ran {
 }
 
 /// Longest chain of model nodes from each node to a sink, the node included.
-fn depth_to_sink(p: &Pipeline, parents: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
+pub(crate) fn depth_to_sink(p: &Pipeline, parents: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
     let n = p.spec.nodes.len();
     let is_model = |k: usize| !matches!(p.spec.nodes[k].kind(), NodeKind::Combine(_));
     let mut depth = vec![0usize; n];
@@ -131,8 +131,7 @@ async fn infer_as(
     }
     let slo_ms = req.latency_ms.or(spec.slo.latency_ms);
     let min_accuracy = req.min_accuracy.or(spec.slo.min_accuracy);
-    let parents = spec.parents();
-    let depth = depth_to_sink(p, &parents, order);
+    let (parents, depth) = (&prepared.parents, &prepared.depth);
     let longest = depth.iter().copied().max().unwrap_or(1).max(1);
     let node_accuracy = min_accuracy.map(|a| a.powf(1.0 / longest as f64));
 

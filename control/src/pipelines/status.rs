@@ -53,7 +53,7 @@ pub fn status(state: &ControlPlane, tenant: &str, p: &Prepared) -> PipelineStatu
     let recent = state.pipelines.recent(tenant, &spec.name);
     let snapshot = state.cluster.snapshot();
     let prices = state.cluster.prices();
-    let parents = spec.parents();
+    let parents = &p.parents;
     let planned = |node: &str| -> Option<String> {
         p.pipeline.plan.as_ref()?["nodes"]
             .as_array()?

@@ -192,12 +192,7 @@ async fn record(
     }
     metrics::counter!("infaas_pipeline_tuner_actions_total", "pipeline" => d.name.clone(), "action" => action.to_string())
         .increment(1);
-    let served = state
-        .cluster
-        .catalog()
-        .variants()
-        .find(|s| s.entry.tenant_id == d.tenant && s.entry.variant.name == variant)
-        .cloned();
+    let served = super::plan::served_named(state, &d.tenant, variant);
     let event = NewScalingEvent {
         tenant_id: Some(d.tenant.clone()),
         app: served.as_ref().map(|s| s.entry.app.clone()),

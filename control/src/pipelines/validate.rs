@@ -278,12 +278,11 @@ fn bind_inputs(
                 )))
             }
         }
-    } else if let ([one], [(given, source)]) = (
+    } else if let ([one], [source]) = (
         wanted.as_slice(),
-        node.inputs.iter().collect::<Vec<_>>().as_slice(),
+        node.inputs.values().collect::<Vec<_>>().as_slice(),
     ) {
         // A single-input model takes its one tensor whatever the map calls it.
-        let _ = given;
         vec![(one.name.clone(), (*source).clone())]
     } else {
         for input in node.inputs.keys() {
