@@ -39,6 +39,8 @@ use crate::routes;
         routes::pipelines::delete,
         routes::pipelines::infer,
         routes::pipelines::plan,
+        routes::pipelines::put_validation,
+        routes::pipelines::delete_validation,
         routes::cluster::workers,
         routes::cluster::usage,
         routes::scaling::scaling_events,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -65,6 +65,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/pipelines/{name}/infer", post(routes::pipelines::infer))
         .route("/pipelines/{name}/plan", post(routes::pipelines::plan))
+        .route(
+            "/pipelines/{name}/validation",
+            put(routes::pipelines::put_validation).delete(routes::pipelines::delete_validation),
+        )
         .route("/workers", get(routes::cluster::workers))
         .route(
             "/jobs",

@@ -14,6 +14,25 @@ pub enum PipelinesCommand {
         /// The document.
         #[arg(short = 'f', long = "file")]
         file: std::path::PathBuf,
+        /// A validation set (NPZ: the pipeline's inputs `x` or `x.<input>`, labels `y`) to
+        /// upload with it; plans then measure end-to-end accuracy on it.
+        #[arg(long)]
+        validation: Option<std::path::PathBuf>,
+        /// The output the validation labels grade (needed when the pipeline has several).
+        #[arg(long, requires = "validation")]
+        output: Option<String>,
+    },
+    /// Uploads (or replaces) a pipeline's validation set; `--remove` deletes it.
+    Validation {
+        name: String,
+        /// The NPZ file.
+        #[arg(required_unless_present = "remove", conflicts_with = "remove")]
+        file: Option<std::path::PathBuf>,
+        /// The output the labels grade (needed when the pipeline has several).
+        #[arg(long)]
+        output: Option<String>,
+        #[arg(long)]
+        remove: bool,
     },
     /// Lists pipelines with their SLO and plan.
     List,
@@ -106,9 +125,44 @@ fn print_plan(plan: &Value) {
     }
 }
 
+async fn upload_validation(
+    client: &Client,
+    json: bool,
+    name: &str,
+    file: &std::path::Path,
+    output: Option<&str>,
+) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut req = client
+        .request(
+            reqwest::Method::PUT,
+            &format!("/v1/pipelines/{name}/validation"),
+        )
+        .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+        .body(bytes);
+    if let Some(o) = output {
+        req = req.query(&[("output", o)]);
+    }
+    let v: Value = client.send_json(req).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "validation set of pipeline {name}: {} rows graded on output '{}'; plans measure end-to-end accuracy on it",
+            v["rows"].as_u64().unwrap_or(0),
+            v["output"].as_str().unwrap_or("?")
+        );
+    }
+    Ok(())
+}
+
 pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::Result<()> {
     let out: Value = match cmd {
-        PipelinesCommand::Create { file } => {
+        PipelinesCommand::Create {
+            file,
+            validation,
+            output,
+        } => {
             let body =
                 std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
             let is_json = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
@@ -132,10 +186,37 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                     v["spec"]["nodes"].as_array().map_or(0, Vec::len),
                     slo_text(&v["spec"])
                 );
+            }
+            match validation {
+                Some(file) => {
+                    let name = v["name"].as_str().unwrap_or_default().to_string();
+                    upload_validation(client, json, &name, &file, output.as_deref()).await?;
+                    return Ok(());
+                }
+                None if !json => return Ok(()),
+                None => v,
+            }
+        }
+        PipelinesCommand::Validation {
+            name,
+            file,
+            output,
+            remove,
+        } => match file {
+            Some(file) if !remove => {
+                upload_validation(client, json, &name, &file, output.as_deref()).await?;
                 return Ok(());
             }
-            v
-        }
+            _ => {
+                client
+                    .delete(&format!("/v1/pipelines/{name}/validation"))
+                    .await?;
+                if !json {
+                    println!("validation set of pipeline {name} removed");
+                }
+                return Ok(());
+            }
+        },
         PipelinesCommand::List => {
             let v: Value = client.get_json("/v1/pipelines").await?;
             if !json {
@@ -162,6 +243,12 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
             if !json {
                 println!("pipeline  {}  (SLO {})", name, slo_text(&v["spec"]));
                 println!("{}", serde_json::to_string_pretty(&v["spec"]["nodes"])?);
+                if let Some(rows) = v["validation"]["rows"].as_u64() {
+                    println!(
+                        "validation set: {rows} rows graded on output '{}'",
+                        v["validation"]["output"].as_str().unwrap_or("?")
+                    );
+                }
                 if !v["plan"].is_null() {
                     println!();
                     print_plan(&v["plan"]);

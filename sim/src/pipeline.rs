@@ -1281,6 +1281,7 @@ pub fn per_stage(
             slo_ms: share,
             min_accuracy: floor.map(|f| f - 1e-12),
             max_cost_per_hour: None,
+            measured_accuracy: None,
             ..problem.clone()
         };
         let mut e = TraceEstimator::new(planning_ms.to_vec(), seed);

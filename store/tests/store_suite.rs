@@ -821,24 +821,17 @@ async fn pipelines_are_per_tenant(b: &Backends) {
     let acme = db.create_tenant("acme", Quotas::default()).await.unwrap();
     let beta = db.create_tenant("beta", Quotas::default()).await.unwrap();
     let p = db
-        .create_pipeline(
-            &acme.id,
-            "cascade",
-            r#"{"name":"cascade"}"#,
-            Some(50.0),
-            Some("k/v.npz"),
-        )
+        .create_pipeline(&acme.id, "cascade", r#"{"name":"cascade"}"#, Some(50.0))
         .await
         .unwrap();
     assert_eq!((p.name.as_str(), p.plan.as_deref()), ("cascade", None));
-    assert_eq!(p.validation_key.as_deref(), Some("k/v.npz"));
+    assert_eq!(p.validation_key, None);
     // Names are unique per tenant, not across tenants.
     assert!(matches!(
-        db.create_pipeline(&acme.id, "cascade", "{}", None, None)
-            .await,
+        db.create_pipeline(&acme.id, "cascade", "{}", None).await,
         Err(StoreError::Conflict(_))
     ));
-    db.create_pipeline(&beta.id, "cascade", "{}", None, None)
+    db.create_pipeline(&beta.id, "cascade", "{}", None)
         .await
         .unwrap();
     db.set_pipeline_plan(&acme.id, "cascade", Some(r#"{"cost":1}"#))
@@ -855,6 +848,56 @@ async fn pipelines_are_per_tenant(b: &Backends) {
         db.set_pipeline_plan(&beta.id, "missing", None).await,
         Err(StoreError::NotFound(_))
     ));
+    // A validation set: recorded, replaced (the old key comes back to be deleted), removed.
+    let set = |k: &'static str| Some((k, "probs", 540));
+    assert_eq!(
+        db.set_pipeline_validation(&acme.id, "cascade", set("v1"))
+            .await
+            .unwrap(),
+        None
+    );
+    let got = db.get_pipeline(&acme.id, "cascade").await.unwrap();
+    assert_eq!(
+        (
+            got.validation_key.as_deref(),
+            got.validation_output.as_deref(),
+            got.validation_rows
+        ),
+        (Some("v1"), Some("probs"), Some(540))
+    );
+    assert_eq!(
+        db.set_pipeline_validation(&acme.id, "cascade", set("v2"))
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("v1")
+    );
+    assert!(matches!(
+        db.set_pipeline_validation(&beta.id, "missing", set("v3"))
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(
+        db.get_pipeline(&beta.id, "cascade")
+            .await
+            .unwrap()
+            .validation_key,
+        None
+    );
+    assert_eq!(
+        db.set_pipeline_validation(&acme.id, "cascade", None)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("v2")
+    );
+    assert_eq!(
+        db.get_pipeline(&acme.id, "cascade")
+            .await
+            .unwrap()
+            .validation_rows,
+        None
+    );
     let gone = db.delete_pipeline(&acme.id, "cascade").await.unwrap();
     assert_eq!(gone.id, p.id);
     assert!(matches!(

@@ -492,6 +492,9 @@ pub struct PlanView {
     pub predicted_p99: String,
     pub attainment: String,
     pub cost: String,
+    /// End-to-end accuracy and how it was obtained (measured on the validation set, or
+    /// estimated).
+    pub accuracy: String,
     pub nodes: Vec<PlanNodeRow>,
 }
 
@@ -517,6 +520,8 @@ pub struct PipelinePage {
     /// The attainment chart as SVG.
     pub attainment_chart: String,
     pub plan: Option<PlanView>,
+    /// The validation set (`540 rows graded on output 'probabilities'`), if any.
+    pub validation: Option<String>,
     /// Why the live figures are missing (the pipeline no longer fits the registry).
     pub warning: Option<String>,
     /// The registered document, as JSON.
@@ -843,17 +848,21 @@ mod tests {
                 predicted_p99: "4.00 ms".into(),
                 attainment: "99.5 %".into(),
                 cost: "$0.10/h".into(),
+                accuracy: "0.9815 (measured on the pipeline's validation set)".into(),
                 nodes: vec![PlanNodeRow {
                     name: "expert".into(),
                     variant: "v1".into(),
                     ..PlanNodeRow::default()
                 }],
             }),
+            validation: Some("540 rows graded on output 'probabilities'".into()),
             warning: None,
             document: "{}".into(),
         };
         let html = page.render().unwrap();
         assert!(html.contains(r#"<svg class="pipeline-graph""#), "{html}");
+        assert!(html.contains("measured on the pipeline"), "{html}");
+        assert!(html.contains(r#"id="pipeline-validation">Validation set: 540 rows"#));
         assert!(html.contains(r#"<svg class="chart""#));
         assert!(html.contains(r#"id="pipeline-plan""#));
         assert!(

@@ -33,8 +33,18 @@ pub struct PipelineView {
     /// per hour; the end-to-end p99 and SLO attainment per second (this controller).
     #[schema(value_type = Object, nullable)]
     pub status: Option<infaas_control::pipelines::status::PipelineStatus>,
+    /// The validation set plans measure end-to-end accuracy on, if one was uploaded.
+    pub validation: Option<PipelineValidation>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// A pipeline's validation set.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct PipelineValidation {
+    /// The output its labels grade.
+    pub output: String,
+    pub rows: usize,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -53,6 +63,10 @@ fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> 
         description: p.spec.description.clone(),
         spec,
         status: None,
+        validation: p.validation.map(|v| PipelineValidation {
+            output: v.output,
+            rows: v.rows,
+        }),
         plan: p.plan,
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
@@ -125,6 +139,62 @@ pub async fn delete(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     pipelines::delete(&state, &p.tenant_id, &name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Which output a validation set grades.
+#[derive(Deserialize, utoipa::IntoParams)]
+pub struct ValidationParams {
+    /// The pipeline output the labels grade; needed when the pipeline has several.
+    pub output: Option<String>,
+}
+
+/// Uploads (or replaces) the pipeline's validation set: an NPZ file like a model's, with the
+/// pipeline's inputs (`x`, or `x.<input>` for several) and integer labels `y` graded against
+/// one output (its argmax per row). Plans then measure the end-to-end accuracy of the
+/// combinations of models they consider on it, instead of estimating it.
+#[utoipa::path(put, path = "/v1/pipelines/{name}/validation", operation_id = "put_pipeline_validation", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name"), ValidationParams),
+    request_body(content = Vec<u8>, description = "The NPZ file, at most 64 MiB", content_type = "application/octet-stream"),
+    responses((status = 200, body = PipelineValidation),
+              (status = 400, description = "Not an NPZ file, or one that does not fit the pipeline (the message names the array and the problem), a label out of the output's range, or an unknown or missing `output`", body = ErrorBody),
+              (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody),
+              (status = 409, description = "The pipeline no longer fits the registry", body = ErrorBody),
+              (status = 413, description = "Over 64 MiB", body = ErrorBody)))]
+pub async fn put_validation(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<ValidationParams>,
+    body: axum::body::Body,
+) -> ApiResult<Json<PipelineValidation>> {
+    // Read here (not by `Bytes`, whose limit is the JSON bodies') up to the set's own limit.
+    let max = pipelines::accuracy::MAX_VALIDATION_BYTES;
+    let body = axum::body::to_bytes(body, max).await.map_err(|e| {
+        ApiError::PayloadTooLarge(format!(
+            "a pipeline's validation set is at most {max} bytes; the body could not be read within it ({e})"
+        ))
+    })?;
+    let v =
+        pipelines::accuracy::upload(&state, &p.tenant_id, &name, body, q.output.as_deref()).await?;
+    Ok(Json(PipelineValidation {
+        output: v.output,
+        rows: v.rows,
+    }))
+}
+
+/// Removes the pipeline's validation set (plans estimate end-to-end accuracy again).
+#[utoipa::path(delete, path = "/v1/pipelines/{name}/validation", operation_id = "delete_pipeline_validation", tag = "pipelines", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Pipeline name")),
+    responses((status = 204), (status = 401, body = ErrorBody),
+              (status = 404, description = "No such pipeline, or it has no validation set", body = ErrorBody)))]
+pub async fn delete_validation(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    pipelines::accuracy::remove(&state, &p.tenant_id, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -11,6 +11,7 @@
 //! What the pipelines did recently (arrivals, how often each switch branch ran) is kept here
 //! in memory for the planner and the dashboard.
 
+pub mod accuracy;
 pub mod plan;
 pub mod rows;
 pub mod run;
@@ -141,6 +142,8 @@ pub struct Pipeline {
     pub spec: PipelineSpec,
     /// The applied plan, if any.
     pub plan: Option<serde_json::Value>,
+    /// The validation set the planner measures end-to-end accuracy on, if any.
+    pub validation: Option<accuracy::ValidationInfo>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -162,10 +165,19 @@ impl Pipeline {
             })?),
             None => None,
         };
+        let validation = match (row.validation_key, row.validation_output) {
+            (Some(key), Some(output)) => Some(accuracy::ValidationInfo {
+                output,
+                rows: row.validation_rows.unwrap_or(0).max(0) as usize,
+                key,
+            }),
+            _ => None,
+        };
         Ok(Pipeline {
             id: row.id,
             spec,
             plan,
+            validation,
             created_at_ms: row.created_at,
             updated_at_ms: row.updated_at,
         })
@@ -217,7 +229,7 @@ pub async fn create(
     let text = serde_json::to_string(&spec).map_err(Error::internal)?;
     let row = state
         .db
-        .create_pipeline(tenant, &spec.name, &text, spec.slo.latency_ms, None)
+        .create_pipeline(tenant, &spec.name, &text, spec.slo.latency_ms)
         .await?;
     Pipeline::from_row(row)
 }
@@ -264,6 +276,8 @@ struct Activity {
     /// Per answered query, its latency beyond the profiled model time of its longest path
     /// (dispatch, transfers, combiners, queueing), ms; the last [`OVERHEAD_KEPT`].
     overhead: VecDeque<f64>,
+    /// End-to-end accuracies measured on a validation set, by (set's key, models per node).
+    measured: HashMap<(String, Vec<String>), accuracy::Measured>,
 }
 
 /// Overhead samples kept per pipeline.
@@ -472,6 +486,35 @@ impl PipelineActivity {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&key);
         self.invalidate(tenant, name);
+    }
+
+    /// A combination's accuracy measured on the validation set stored at `key`, if measured.
+    pub fn measured(
+        &self,
+        tenant: &str,
+        name: &str,
+        key: &str,
+        combo: &[String],
+    ) -> Option<accuracy::Measured> {
+        self.with(tenant, name, |a| {
+            a.measured.get(&(key.to_string(), combo.to_vec())).cloned()
+        })
+    }
+
+    /// Keeps a combination's measured accuracy (see [`PipelineActivity::measured`]); the
+    /// figures of any other set of the pipeline go.
+    pub fn remember_measured(
+        &self,
+        tenant: &str,
+        name: &str,
+        key: &str,
+        combo: &[String],
+        m: accuracy::Measured,
+    ) {
+        self.with(tenant, name, |a| {
+            a.measured.retain(|(k, _), _| k == key);
+            a.measured.insert((key.to_string(), combo.to_vec()), m);
+        })
     }
 
     /// Drops the checked copy of a pipeline (its document or plan changed).

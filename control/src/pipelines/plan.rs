@@ -4,7 +4,7 @@
 //! batched queue per node, `infaas_sim::pipeline::TraceEstimator`). Applying a plan stores it
 //! (queries then run each node on the plan's model) and loads the planned replicas.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use infaas_core::pipeline::{NodeKind, PipelineSpec};
@@ -213,6 +213,38 @@ pub fn problem(
     Ok((problem, nodes, notes))
 }
 
+/// Measures, on the pipeline's validation set if it has one, the end-to-end accuracy of the
+/// combinations of models the planner may choose, and gives them to `problem`.
+async fn measure_accuracy(
+    state: &ControlPlane,
+    tenant: &str,
+    prepared: &Prepared,
+    problem: &mut PlanProblem,
+    nodes: &[usize],
+) -> Result<Option<super::accuracy::Measurement>, Error> {
+    if prepared.pipeline.validation.is_none() {
+        return Ok(None);
+    }
+    // Per node, its models and the best accuracy of their variants.
+    let models: Vec<Vec<(String, f64)>> = problem
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut best: BTreeMap<&str, f64> = BTreeMap::new();
+            for o in &n.options {
+                let a = best.entry(o.variant.model.as_str()).or_insert(0.0);
+                *a = a.max(o.variant.accuracy);
+            }
+            best.into_iter().map(|(m, a)| (m.to_string(), a)).collect()
+        })
+        .collect();
+    let m = super::accuracy::measure(state, tenant, prepared, nodes, &models).await?;
+    if let Some(m) = &m {
+        problem.measured_accuracy = Some(m.accuracy.clone());
+    }
+    Ok(m)
+}
+
 /// The arrivals (ms from the first) of the planning trace, and its summary.
 fn planning_trace(
     state: &ControlPlane,
@@ -277,7 +309,8 @@ pub async fn plan(
     req: PlanRequest,
 ) -> Result<PlanReport, Error> {
     let prepared = super::prepared(state, tenant, name).await?;
-    let (problem, nodes, mut notes) = problem(state, tenant, &prepared)?;
+    let (mut problem, nodes, mut notes) = problem(state, tenant, &prepared)?;
+    let measurement = measure_accuracy(state, tenant, &prepared, &mut problem, &nodes).await?;
     let (arrivals, source) = planning_trace(state, tenant, name, &req)?;
     let queries = arrivals.len();
     let duration_s = arrivals.last().copied().unwrap_or(0.0) / 1e3;
@@ -315,9 +348,33 @@ pub async fn plan(
     })?;
     let reach = planner::reach_probabilities(&problem);
     let spec = &prepared.pipeline.spec;
-    if spec.nodes.iter().any(|n| n.when.is_some()) || nodes.len() > 1 {
-        notes.push("accuracy is estimated: the product of the nodes' validation accuracies, each weighted by the share of queries reaching it".into());
-    }
+    let measured_plan = problem.measured_accuracy.as_ref().is_some_and(|m| {
+        let key: Vec<String> = plan.nodes.iter().map(|n| n.model.clone()).collect();
+        m.table.contains_key(&key)
+    });
+    let accuracy_source = match &measurement {
+        Some(m) if measured_plan => {
+            notes.push(format!(
+                "accuracy is measured on the pipeline's validation set ({} rows, output '{}'): {} combinations of models measured{}",
+                m.rows,
+                prepared.pipeline.validation.as_ref().map_or("", |v| v.output.as_str()),
+                m.measured,
+                if m.estimated > 0 {
+                    format!(", {} left to the estimate", m.estimated)
+                } else {
+                    String::new()
+                }
+            ));
+            notes.extend(m.failures.iter().map(|f| format!("not measured: {f}")));
+            "measured on the pipeline's validation set"
+        }
+        _ => {
+            if spec.nodes.iter().any(|n| n.when.is_some()) || nodes.len() > 1 {
+                notes.push("accuracy is estimated: the product of the nodes' validation accuracies, each weighted by the share of queries reaching it (register a validation set for the pipeline to measure it)".into());
+            }
+            "estimated from the nodes' accuracies and branch probabilities"
+        }
+    };
     let report = PlanReport {
         nodes: plan
             .nodes
@@ -349,7 +406,7 @@ pub async fn plan(
         predicted_p99_ms: plan.estimate.p99_ms,
         attainment: plan.estimate.attainment,
         accuracy: plan.accuracy,
-        accuracy_source: "estimated from the nodes' accuracies and branch probabilities".into(),
+        accuracy_source: accuracy_source.into(),
         cost_per_hour: plan.cost_per_hour,
         initial_cost_per_hour: plan.initial_cost_per_hour,
         service_time_ms: plan.service_time_ms,

@@ -7,7 +7,7 @@
 //! product of the nodes' accuracies, the end-to-end estimate, meets it). With a plan applied,
 //! a node runs the model the plan chose.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -94,7 +94,7 @@ pub async fn infer(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, true).await
+    infer_as(state, tenant, prepared, req, inputs, Mode::ONLINE).await
 }
 
 /// Runs rows of an offline job through pipeline `p`: as [`infer`], but not counted as the
@@ -107,7 +107,50 @@ pub async fn infer_offline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, false).await
+    infer_as(state, tenant, prepared, req, inputs, Mode::OFFLINE).await
+}
+
+/// Runs rows through pipeline `p` with each node in `pins` (node name -> model) on that model,
+/// whatever the plan says; offline, as [`infer_offline`]. For measuring the end-to-end
+/// accuracy of a configuration on the pipeline's validation set.
+pub async fn infer_pinned(
+    state: &ControlPlane,
+    tenant: &str,
+    prepared: &Prepared,
+    inputs: Vec<Tensor>,
+    pins: &HashMap<String, String>,
+) -> Result<PipelineOutcome, Error> {
+    let mode = Mode {
+        online: false,
+        pins: Some(pins),
+    };
+    infer_as(
+        state,
+        tenant,
+        prepared,
+        Requirements::default(),
+        inputs,
+        mode,
+    )
+    .await
+}
+
+/// How a query goes through: counted as online traffic or not, and nodes pinned to models.
+#[derive(Clone, Copy)]
+struct Mode<'a> {
+    online: bool,
+    pins: Option<&'a HashMap<String, String>>,
+}
+
+impl Mode<'_> {
+    const ONLINE: Mode<'static> = Mode {
+        online: true,
+        pins: None,
+    };
+    const OFFLINE: Mode<'static> = Mode {
+        online: false,
+        pins: None,
+    };
 }
 
 async fn infer_as(
@@ -116,8 +159,9 @@ async fn infer_as(
     prepared: &Prepared,
     req: Requirements,
     inputs: Vec<Tensor>,
-    online: bool,
+    mode: Mode<'_>,
 ) -> Result<PipelineOutcome, Error> {
+    let online = mode.online;
     req.check()?;
     let started = Instant::now();
     let p = &prepared.pipeline;
@@ -201,7 +245,12 @@ async fn infer_as(
                 }
                 kind => {
                     let batch = node_inputs(spec, &shapes[k], &done, &request, &active)?;
-                    let pinned = planned_model(p.plan.as_ref(), &node.name).map(str::to_string);
+                    let pinned = mode
+                        .pins
+                        .and_then(|pins| pins.get(&node.name))
+                        .map(String::as_str)
+                        .or_else(|| planned_model(p.plan.as_ref(), &node.name))
+                        .map(str::to_string);
                     let node_req = Requirements {
                         latency_ms: budget,
                         min_accuracy: node_accuracy,

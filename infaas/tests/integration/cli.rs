@@ -402,3 +402,81 @@ async fn loadgen_replays_a_trace_with_each_querys_slo() {
         .await;
     assert!(stderr.contains("line 2"), "{stderr}");
 }
+
+/// Pipelines from the CLI: created from YAML with a validation set, shown with it, planned on
+/// it (measured accuracy), the set removed; a set that does not fit fails naming the array.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelines_with_a_validation_set_from_the_cli() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let p = Platform::start(fast_config(&b, &ort)).await;
+    let cli = cli_for(&p, &b, "acme").await;
+    register(&cli).await;
+    let doc = b.dir.path().join("chain.yaml");
+    std::fs::write(
+        &doc,
+        format!(
+            "name: chain\ninputs:\n  - {{name: image, datatype: FP32, shape: [64]}}\nnodes:\n  - {{name: classify, app: {APP}, inputs: {{input: image}}}}\noutputs: {{probabilities: classify.probabilities}}\nslo: {{latency_ms: 1000}}\n"
+        ),
+    )
+    .unwrap();
+    let out = cli
+        .ok(&[
+            "pipelines",
+            "create",
+            "-f",
+            doc.to_str().unwrap(),
+            "--validation",
+            &zoo("digits-val.npz"),
+        ])
+        .await;
+    assert!(out.contains("pipeline chain registered"), "{out}");
+    assert!(
+        out.contains("540 rows graded on output 'probabilities'"),
+        "{out}"
+    );
+    let shown = cli.ok(&["pipelines", "show", "chain"]).await;
+    assert!(shown.contains("validation set: 540 rows"), "{shown}");
+    let plan = cli
+        .json(&[
+            "pipelines",
+            "plan",
+            "chain",
+            "--generate",
+            "poisson:rate=20,duration=20",
+        ])
+        .await;
+    assert_eq!(
+        plan["accuracy_source"], "measured on the pipeline's validation set",
+        "{plan}"
+    );
+    // One node: the measured end-to-end accuracy is the model's own on the same set.
+    let model = cli.json(&["models", "show", MODEL]).await;
+    let own = model["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["accuracy"].as_f64())
+        .fold(f64::NAN, f64::max);
+    let got = plan["accuracy"].as_f64().unwrap();
+    assert!(
+        (got - own).abs() < 0.03,
+        "plan {got} vs model {own}: {model}"
+    );
+    let (_, err) = cli
+        .fails(&[
+            "pipelines",
+            "validation",
+            "chain",
+            &zoo("digits-logreg.onnx"),
+        ])
+        .await;
+    assert!(err.contains("not a valid NPZ"), "{err}");
+    let out = cli
+        .ok(&["pipelines", "validation", "chain", "--remove"])
+        .await;
+    assert!(out.contains("removed"), "{out}");
+    let shown = cli.ok(&["pipelines", "show", "chain"]).await;
+    assert!(!shown.contains("validation set:"), "{shown}");
+    p.stop().await;
+}

@@ -966,3 +966,190 @@ async fn a_pipeline_runs_as_an_offline_job() {
     );
     p.stop().await;
 }
+
+/// A pipeline's validation set: rejected with the array or label named when it does not fit,
+/// and once stored, plans judge configurations by the end-to-end accuracy measured on it
+/// (every combination of the models the nodes may run), which the applied plan then serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validation_set_measures_the_plans_end_to_end_accuracy() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let p = Platform::start(fast_config(&b, &ort)).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    // The cheap node is model-less over two models: two combinations to measure.
+    for (model, app) in [
+        ("digits-mlp-s", "digits"),
+        ("digits-logreg", "digits"),
+        ("digits-mlp-l", "large"),
+    ] {
+        p.register_ok(&t, &Registration::zoo(model, app)).await;
+    }
+    for model in ["digits-mlp-s", "digits-logreg", "digits-mlp-l"] {
+        p.wait_ready(&t, model, READY).await;
+    }
+    let mut doc = cascade();
+    doc["nodes"][0]["app"] = json!("digits");
+    let (s, body) = post_json(&p, &t, "/v1/pipelines", &doc).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let put = |path: &'static str, bytes: Vec<u8>| {
+        send(
+            &p,
+            &t,
+            reqwest::Method::PUT,
+            path,
+            Some(("application/octet-stream", bytes)),
+        )
+    };
+    const PATH: &str = "/v1/pipelines/cascade/validation?output=probabilities";
+    let path = PATH;
+    let good = registry_common::zoo_bytes("digits-val.npz");
+    let arrays = zoo_arrays("digits-val.npz");
+    let x = arrays.iter().find(|a| a.name == "x").unwrap().clone();
+    let y = arrays.iter().find(|a| a.name == "y").unwrap().clone();
+    let npz = |arrays: &[infaas_core::Tensor]| infaas_protocol::npz::write_npz(arrays).unwrap();
+
+    // Sets that do not fit: each a 4xx naming the problem, nothing stored.
+    let (s, e) = put(path, b"not a zip".to_vec()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("not a valid NPZ"),
+        "{e}"
+    );
+    let (s, e) = put("/v1/pipelines/cascade/validation", good.clone()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let msg = e["error"].as_str().unwrap();
+    assert!(
+        msg.contains("cheap_probabilities") && msg.contains("output="),
+        "{e}"
+    );
+    let (s, e) = put("/v1/pipelines/cascade/validation?output=nope", good.clone()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("no output 'nope'"),
+        "{e}"
+    );
+    let narrow = infaas_core::Tensor {
+        name: "x".into(),
+        shape: vec![4, 32],
+        data: infaas_core::TensorData::Fp32(vec![0.0; 128]),
+    };
+    let (s, e) = put(path, npz(&[narrow, y.slice_batch(0, 4)])).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let msg = e["error"].as_str().unwrap();
+    assert!(
+        msg.contains("'x'") && msg.contains("64") && msg.contains("pipeline"),
+        "{e}"
+    );
+    let mut labels = y.slice_batch(0, 4);
+    labels.data = infaas_core::TensorData::Int64(vec![10, 1, 2, 3]);
+    let (s, e) = put(path, npz(&[x.slice_batch(0, 4), labels])).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(
+        e["error"].as_str().unwrap().contains("label 10 at row 0"),
+        "{e}"
+    );
+    let (s, e) = put(path, vec![0u8; 64 * 1024 * 1024 + 1]).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    assert!(e["error"].as_str().unwrap().contains("at most"), "{e}");
+    let other = p.tenant("beta", open_quotas()).await;
+    let (s, _) = send(
+        &p,
+        &other,
+        reqwest::Method::PUT,
+        path,
+        Some(("application/octet-stream", good.clone())),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (_, shown) = send(&p, &t, reqwest::Method::GET, "/v1/pipelines/cascade", None).await;
+    assert!(shown["validation"].is_null(), "{shown}");
+
+    // Without a set, the plan's accuracy is an estimate.
+    let plan_body = json!({"generate": "poisson:rate=50,duration=30"});
+    let (s, estimated) = post_json(&p, &t, "/v1/pipelines/cascade/plan", &plan_body).await;
+    assert_eq!(s, StatusCode::OK, "{estimated}");
+    assert!(
+        estimated["accuracy_source"]
+            .as_str()
+            .unwrap()
+            .starts_with("estimated"),
+        "{estimated}"
+    );
+
+    let (s, stored) = put(path, good.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{stored}");
+    assert_eq!(stored, json!({"output": "probabilities", "rows": 540}));
+    let (_, shown) = send(&p, &t, reqwest::Method::GET, "/v1/pipelines/cascade", None).await;
+    assert_eq!(shown["validation"], stored);
+
+    let applied_body = json!({"generate": "poisson:rate=50,duration=30", "apply": true});
+    let (s, plan) = post_json(&p, &t, "/v1/pipelines/cascade/plan", &applied_body).await;
+    assert_eq!(s, StatusCode::OK, "{plan}");
+    assert_eq!(
+        plan["accuracy_source"], "measured on the pipeline's validation set",
+        "{plan}"
+    );
+    let notes = plan["notes"].to_string();
+    assert!(
+        notes.contains("540 rows") && notes.contains("2 combinations"),
+        "{notes}"
+    );
+    let planned = plan["accuracy"].as_f64().unwrap();
+
+    // The applied plan serves the set at the accuracy it was planned with.
+    let (xs, ys) = validation("image", 540);
+    let (s, answer) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/cascade/infer",
+        &json!({"inputs": [xs]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    let cheap = plan["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "cheap")
+        .unwrap()["model"]
+        .clone();
+    assert_eq!(node(&answer, "cheap")["model"], cheap, "{answer}");
+    let rows = rows_of(output(&answer, "probabilities"));
+    let served = rows
+        .iter()
+        .zip(&ys)
+        .filter(|(r, y)| argmax(r) == **y)
+        .count() as f64
+        / 540.0;
+    assert!(
+        (served - planned).abs() <= 0.02,
+        "planned {planned:.4} (measured), served {served:.4}"
+    );
+
+    // Removed, plans estimate again; a second removal is a 404.
+    let (s, _) = send(
+        &p,
+        &t,
+        reqwest::Method::DELETE,
+        "/v1/pipelines/cascade/validation",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _) = send(
+        &p,
+        &t,
+        reqwest::Method::DELETE,
+        "/v1/pipelines/cascade/validation",
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, again) = post_json(&p, &t, "/v1/pipelines/cascade/plan", &plan_body).await;
+    assert_eq!(s, StatusCode::OK, "{again}");
+    assert!(again["accuracy_source"]
+        .as_str()
+        .unwrap()
+        .starts_with("estimated"));
+    p.stop().await;
+}

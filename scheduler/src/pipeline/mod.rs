@@ -75,6 +75,51 @@ pub struct PlanProblem {
     pub prices: Prices,
     /// Most replicas of any one node.
     pub max_replicas: usize,
+    /// End-to-end accuracy measured on the pipeline's validation set, per combination of
+    /// models; configurations it does not cover are estimated ([`estimated_accuracy`]).
+    pub measured_accuracy: Option<MeasuredAccuracy>,
+}
+
+/// End-to-end accuracies measured on a validation set, by the model each node ran.
+///
+/// The key is one model name per node of the problem, in node order. Variants of one model
+/// that differ in accuracy (a quantised file, say) scale the measured figure by their
+/// accuracy relative to the variant the measurement ran (`reference`), weighted by the
+/// node's reach, as the estimate does.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MeasuredAccuracy {
+    pub table: HashMap<Vec<String>, f64>,
+    /// Per model, the accuracy (on its own validation set) of the variant that ran it.
+    pub reference: HashMap<String, f64>,
+}
+
+impl MeasuredAccuracy {
+    /// The measured accuracy of the configuration choosing `option(m)` at each node, if its
+    /// models were measured.
+    fn lookup(
+        &self,
+        problem: &PlanProblem,
+        reach: &[f64],
+        option: &impl Fn(usize) -> usize,
+    ) -> Option<f64> {
+        let chosen: Vec<&VariantEntry> = problem
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(m, n)| n.options.get(option(m)).map(|o| &o.variant))
+            .collect::<Option<_>>()?;
+        let key: Vec<String> = chosen.iter().map(|v| v.model.clone()).collect();
+        let measured = *self.table.get(&key)?;
+        let scale: f64 = chosen
+            .iter()
+            .zip(reach)
+            .map(|(v, r)| match self.reference.get(&v.model) {
+                Some(&a) if a > 0.0 => (v.accuracy / a).min(1.0).powf(*r),
+                _ => 1.0,
+            })
+            .product();
+        Some(measured * scale)
+    }
 }
 
 impl PlanProblem {
@@ -89,6 +134,7 @@ impl PlanProblem {
             max_cost_per_hour: None,
             prices: Prices::default(),
             max_replicas: 64,
+            measured_accuracy: None,
         }
     }
 
@@ -314,16 +360,24 @@ pub fn reach_probabilities(problem: &PlanProblem) -> Vec<f64> {
     reach
 }
 
-/// Estimated end-to-end accuracy of a configuration: the product over nodes of the chosen
-/// option's accuracy raised to the node's reach probability ([`reach_probabilities`]). An
-/// estimate: it treats the nodes' errors as independent and a node's share of the queries as
-/// its weight, which is what the profiles allow.
+/// End-to-end accuracy of a configuration: measured on the pipeline's validation set when the
+/// problem carries a measurement of its models ([`MeasuredAccuracy`]), else estimated: the
+/// product over nodes of the chosen option's accuracy raised to the node's reach probability
+/// ([`reach_probabilities`]). The estimate treats the nodes' errors as independent and a
+/// node's share of the queries as its weight, which is what the profiles allow.
 pub fn estimated_accuracy(problem: &PlanProblem, configs: &[NodeConfig]) -> f64 {
     let reach = reach_probabilities(problem);
     accuracy_with(problem, &reach, |m| configs.get(m).map_or(0, |c| c.option))
 }
 
 fn accuracy_with(problem: &PlanProblem, reach: &[f64], option: impl Fn(usize) -> usize) -> f64 {
+    if let Some(m) = problem
+        .measured_accuracy
+        .as_ref()
+        .and_then(|m| m.lookup(problem, reach, &option))
+    {
+        return m;
+    }
     problem
         .nodes
         .iter()

@@ -696,6 +696,55 @@ mod tests {
         assert_ne!(plan.nodes[0].model, "a-small");
     }
 
+    /// A measurement on the pipeline's validation set overrides the independence estimate
+    /// both ways: a combination the estimate rejects may pass, one it accepts may fail.
+    #[test]
+    fn measured_accuracy_decides_over_the_estimate() {
+        let measured = |small: f64| {
+            let mut m = super::super::MeasuredAccuracy::default();
+            for (a, acc) in [("a-fast", 0.8), ("a-cpu", 0.8), ("a-small", small)] {
+                m.table.insert(vec![a.to_string(), "b".to_string()], acc);
+            }
+            m
+        };
+        let mut e = Fluid {
+            rate: 400.0,
+            rho: 0.7,
+            calls: 0,
+        };
+        // Estimated a-small + b = 0.6 * 0.8 = 0.48, below 0.7; measured 0.75.
+        let mut p = chain(100.0);
+        p.min_accuracy = Some(0.7);
+        p.measured_accuracy = Some(measured(0.75));
+        let got = plan(&p, &mut e).unwrap();
+        assert_eq!(got.nodes[0].model, "a-small");
+        assert!((got.accuracy - 0.75).abs() < 1e-9, "{}", got.accuracy);
+        // Estimated 0.48 meets 0.45; measured 0.3 does not.
+        let mut p = chain(100.0);
+        p.min_accuracy = Some(0.45);
+        p.measured_accuracy = Some(measured(0.3));
+        let got = plan(&p, &mut e).unwrap();
+        assert_ne!(got.nodes[0].model, "a-small");
+        assert!((got.accuracy - 0.8).abs() < 1e-9, "{}", got.accuracy);
+        // A less accurate variant of a measured model scales the figure.
+        let mut p = chain(100.0);
+        let mut m = measured(0.75);
+        m.reference.insert("b".into(), 0.8);
+        for o in &mut p.nodes[1].options {
+            o.variant.accuracy = 0.4;
+        }
+        p.measured_accuracy = Some(m);
+        let configs: Vec<NodeConfig> = p
+            .nodes
+            .iter()
+            .map(|_| NodeConfig {
+                option: 0,
+                replicas: 1,
+            })
+            .collect();
+        assert!((super::super::estimated_accuracy(&p, &configs) - 0.4).abs() < 1e-9);
+    }
+
     #[test]
     fn errors_name_the_closest_achievable() {
         let mut e = Fluid {

@@ -19,11 +19,14 @@ pub struct PipelineRow {
     /// JSON: the plan applied, if any.
     pub plan: Option<String>,
     pub validation_key: Option<String>,
+    /// The output the validation set's labels grade.
+    pub validation_output: Option<String>,
+    pub validation_rows: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
-const COLS: &str = "id, tenant_id, name, spec, plan, validation_key, created_at, updated_at";
+const COLS: &str = "id, tenant_id, name, spec, plan, validation_key, validation_output, validation_rows, created_at, updated_at";
 
 fn from_row(r: &AnyRow) -> Result<PipelineRow, StoreError> {
     Ok(PipelineRow {
@@ -33,33 +36,34 @@ fn from_row(r: &AnyRow) -> Result<PipelineRow, StoreError> {
         spec: r.try_get("spec")?,
         plan: r.try_get("plan")?,
         validation_key: r.try_get("validation_key")?,
+        validation_output: r.try_get("validation_output")?,
+        validation_rows: r.try_get("validation_rows")?,
         created_at: r.try_get("created_at")?,
         updated_at: r.try_get("updated_at")?,
     })
 }
 
 impl Db {
-    /// Stores a new pipeline; `Conflict` when the tenant has one of that name.
+    /// Stores a new pipeline (without a validation set: see
+    /// [`Db::set_pipeline_validation`]); `Conflict` when the tenant has one of that name.
     pub async fn create_pipeline(
         &self,
         tenant_id: &str,
         name: &str,
         spec: &str,
         slo_ms: Option<f64>,
-        validation_key: Option<&str>,
     ) -> Result<PipelineRow, StoreError> {
         let id = new_id();
         let now = now_ms();
         sqlx::query(
-            "INSERT INTO pipelines (id, tenant_id, name, spec, slo_ms, validation_key, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            "INSERT INTO pipelines (id, tenant_id, name, spec, slo_ms, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6)",
         )
         .bind(&id)
         .bind(tenant_id)
         .bind(name)
         .bind(spec)
         .bind(slo_ms.unwrap_or(0.0))
-        .bind(validation_key)
         .bind(now)
         .execute(self.pool())
         .await
@@ -125,6 +129,39 @@ impl Db {
             return Err(StoreError::NotFound(format!("pipeline '{name}'")));
         }
         Ok(())
+    }
+
+    /// Records a pipeline's validation set (`None`: removes it) and returns the key of the set
+    /// it replaces, if any (the caller's to delete).
+    pub async fn set_pipeline_validation(
+        &self,
+        tenant_id: &str,
+        name: &str,
+        set: Option<(&str, &str, i64)>,
+    ) -> Result<Option<String>, StoreError> {
+        let before = self.get_pipeline(tenant_id, name).await?;
+        let (key, output, rows) = match set {
+            Some((k, o, r)) => (Some(k), Some(o), Some(r)),
+            None => (None, None, None),
+        };
+        let done = sqlx::query(
+            "UPDATE pipelines SET validation_key = $1, validation_output = $2, validation_rows = $3, \
+             updated_at = $4 WHERE tenant_id = $5 AND name = $6",
+        )
+        .bind(key)
+        .bind(output)
+        .bind(rows)
+        .bind(now_ms())
+        .bind(tenant_id)
+        .bind(name)
+        .execute(self.pool())
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound(format!("pipeline '{name}'")));
+        }
+        Ok(before
+            .validation_key
+            .filter(|old| Some(old.as_str()) != key))
     }
 
     /// Deletes a pipeline of the tenant and returns it (its validation set's key is the

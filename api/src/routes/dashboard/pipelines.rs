@@ -263,6 +263,13 @@ fn plan_view(plan: &serde_json::Value) -> PlanView {
         cost: plan["cost_per_hour"]
             .as_f64()
             .map_or_else(|| "–".into(), per_hour),
+        accuracy: plan["accuracy"].as_f64().map_or_else(
+            || "–".into(),
+            |a| {
+                let source = plan["accuracy_source"].as_str().unwrap_or("estimated");
+                format!("{a:.4} ({source})")
+            },
+        ),
         nodes: plan["nodes"]
             .as_array()
             .into_iter()
@@ -351,6 +358,10 @@ pub async fn show(
         cost: cost.map_or_else(|| "–".into(), per_hour),
         attainment_chart: chart.to_svg(),
         plan: pipeline.plan.as_ref().map(plan_view),
+        validation: pipeline
+            .validation
+            .as_ref()
+            .map(|v| format!("{} rows graded on output '{}'", v.rows, v.output)),
         warning,
         document: serde_json::to_string_pretty(spec).map_err(ApiError::internal)?,
     };
@@ -399,6 +410,7 @@ mod tests {
             }))
             .unwrap(),
             plan,
+            validation: None,
             created_at_ms: 0,
             updated_at_ms: 0,
         }

@@ -465,6 +465,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/pipelines/{name}/validation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Uploads (or replaces) the pipeline's validation set: an NPZ file like a model's, with the
+         *     pipeline's inputs (`x`, or `x.<input>` for several) and integer labels `y` graded against
+         *     one output (its argmax per row). Plans then measure the end-to-end accuracy of the
+         *     combinations of models they consider on it, instead of estimating it.
+         */
+        put: operations["put_pipeline_validation"];
+        post?: never;
+        /** Removes the pipeline's validation set (plans estimate end-to-end accuracy again). */
+        delete: operations["delete_pipeline_validation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/traces/recorded": {
         parameters: {
             query?: never;
@@ -923,6 +946,12 @@ export interface components {
         PipelineList: {
             pipelines: components["schemas"]["PipelineView"][];
         };
+        /** @description A pipeline's validation set. */
+        PipelineValidation: {
+            /** @description The output its labels grade. */
+            output: string;
+            rows: number;
+        };
         /** @description A registered pipeline. */
         PipelineView: {
             /** Format: int64 */
@@ -946,6 +975,7 @@ export interface components {
             status: Record<string, never> | null;
             /** Format: int64 */
             updated_at_ms: number;
+            validation?: null | components["schemas"]["PipelineValidation"];
         };
         /** @description What to plan a pipeline on. */
         PlanBody: {
@@ -3399,6 +3429,156 @@ export interface operations {
             /** @description A node's models have no profiled variants yet */
             503: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_pipeline_validation: {
+        parameters: {
+            query?: {
+                /** @description The pipeline output the labels grade; needed when the pipeline has several. */
+                output?: string | null;
+            };
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** @description The NPZ file, at most 64 MiB */
+        requestBody: {
+            content: {
+                "application/octet-stream": number[];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PipelineValidation"];
+                };
+            };
+            /** @description Not an NPZ file, or one that does not fit the pipeline (the message names the array and the problem), a label out of the output's range, or an unknown or missing `output` */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The pipeline no longer fits the registry */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over 64 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Content-Type is not application/octet-stream */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_pipeline_validation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Pipeline name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such pipeline, or it has no validation set */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

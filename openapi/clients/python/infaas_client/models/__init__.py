@@ -31,6 +31,7 @@ from .node_run_view import NodeRunView
 from .pipeline_infer_response import PipelineInferResponse
 from .pipeline_infer_response_outputs_item import PipelineInferResponseOutputsItem
 from .pipeline_list import PipelineList
+from .pipeline_validation import PipelineValidation
 from .pipeline_view import PipelineView
 from .pipeline_view_plan_type_0 import PipelineViewPlanType0
 from .pipeline_view_spec import PipelineViewSpec
@@ -99,6 +100,7 @@ __all__ = (
     "PipelineInferResponse",
     "PipelineInferResponseOutputsItem",
     "PipelineList",
+    "PipelineValidation",
     "PipelineView",
     "PipelineViewPlanType0",
     "PipelineViewSpec",

@@ -9,6 +9,7 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.pipeline_validation import PipelineValidation
     from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0
     from ..models.pipeline_view_spec import PipelineViewSpec
     from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0
@@ -34,6 +35,7 @@ class PipelineView:
             per hour; the end-to-end p99 and SLO attainment per second (this controller).
         updated_at_ms (int):
         description (None | str | Unset):
+        validation (None | PipelineValidation | Unset):
     """
 
     created_at_ms: int
@@ -44,9 +46,11 @@ class PipelineView:
     status: None | PipelineViewStatusType0
     updated_at_ms: int
     description: None | str | Unset = UNSET
+    validation: None | PipelineValidation | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.pipeline_validation import PipelineValidation  # noqa: PLC0415
         from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0  # noqa: PLC0415
         from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0  # noqa: PLC0415
 
@@ -78,6 +82,14 @@ class PipelineView:
         else:
             description = self.description
 
+        validation: dict[str, Any] | None | Unset
+        if isinstance(self.validation, Unset):
+            validation = UNSET
+        elif isinstance(self.validation, PipelineValidation):
+            validation = self.validation.to_dict()
+        else:
+            validation = self.validation
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -93,11 +105,14 @@ class PipelineView:
         )
         if description is not UNSET:
             field_dict["description"] = description
+        if validation is not UNSET:
+            field_dict["validation"] = validation
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.pipeline_validation import PipelineValidation  # noqa: PLC0415
         from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0  # noqa: PLC0415
         from ..models.pipeline_view_spec import PipelineViewSpec  # noqa: PLC0415
         from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0  # noqa: PLC0415
@@ -152,6 +167,23 @@ class PipelineView:
 
         description = _parse_description(d.pop("description", UNSET))
 
+        def _parse_validation(data: object) -> None | PipelineValidation | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                validation_type_1 = PipelineValidation.from_dict(data)
+
+                return validation_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PipelineValidation | Unset, data)
+
+        validation = _parse_validation(d.pop("validation", UNSET))
+
         pipeline_view = cls(
             created_at_ms=created_at_ms,
             name=name,
@@ -161,6 +193,7 @@ class PipelineView:
             status=status,
             updated_at_ms=updated_at_ms,
             description=description,
+            validation=validation,
         )
 
         pipeline_view.additional_properties = d
