@@ -4,13 +4,20 @@
 //! - [`snapshot`]: the controller's index of variants, workers and instances, and prices.
 //! - [`mod@select`]: INFaaS `getVariant` for one arriving query.
 //! - [`autoscale`]: model, vertical, worker and migration autoscaling decisions.
+//! - [`forecast`]: load prediction (exponential-smoothing forecasters, their errors, model
+//!   selection).
 //! - [`milp`]: the one door to the MILP solvers (CBC by default, HiGHS as a feature).
+//! - [`loki`]: Loki's resource manager (hardware then accuracy scaling, MILPs with a bounded-time
+//!   greedy fallback), MostAccurateFirst routing and early dropping with opportunistic
+//!   rerouting, for pipelines whose tasks trade accuracy for throughput.
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 //! - [`pipeline`]: pipelines of models: InferLine's planner (options, batch sizes and replicas
 //!   per node against an end-to-end latency SLO, model-less) and its reactive tuner.
 
 pub mod autoscale;
+pub mod forecast;
 pub mod instance_state;
+pub mod loki;
 pub mod milp;
 pub mod offline;
 pub mod pipeline;

@@ -10,6 +10,7 @@
 
 pub mod catalogue;
 pub mod engine;
+pub mod forecast;
 pub mod generate;
 pub mod pipeline;
 pub mod policy;

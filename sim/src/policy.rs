@@ -7,27 +7,35 @@
 //! | `horizontal` | least expected wait | one fixed variant (as `static_peak`'s), replicas for the last window's rate at 70% utilisation; out at once, in one at a time after 30 s (SageMaker-like) |
 //! | `infaas_greedy` | [`select`](infaas_scheduler::select::select) | [`greedy`] over the window's demand |
 //! | `infaas_exact` | [`select`](infaas_scheduler::select::select) | [`exact`] (the ILP) over the window's demand |
+//! | `themis` ([`EXTRA`]) | least expected wait | one fixed variant (as `horizontal`'s); [`Themis`]' transition policy on a forecast of each application's rate: threads first on a surge, replicas once the forecast says it stays, back to base threads, scale-in after a calm spell ([`ThemisPolicy`]) |
 //!
 //! `infaas_*` run the controller's model period as it is ([`model_period`]), fed the way the
 //! controller feeds it: each family's [`PlannedLoad`] and [`Stability`], instance ages and
 //! threads, Interfered periods, and which families have a change under way.
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{
     exact, greedy, model_period, releasable_view, resolve, worker_period, ActionKind, ClaimedRoom,
     FamilyState, InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad,
-    Resolution, ScalingConfig, Stability, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
+    Resolution, ScalingConfig, Stability, StageInstance, Step, Themis, ThemisAction, ThemisConfig,
+    ThemisInput, ThreadProfile, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
 };
+use infaas_scheduler::forecast::{AutoForecaster, ForecastModel};
 use infaas_scheduler::select::select_with;
 use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
 
 use crate::engine::{Change, Fleet, Policy, Route, Window, WorkerChange, World, TENANT};
 use crate::trace::Arrival;
 
-/// The names [`by_name`] knows.
+/// The names [`by_name`] knows and the what-if API offers.
 pub const NAMES: [&str; 4] = ["static_peak", "horizontal", "infaas_greedy", "infaas_exact"];
+
+/// Further names [`by_name`] knows (evaluations, not offered by the what-if API, whose
+/// schema lists [`NAMES`]).
+pub const EXTRA: [&str; 1] = ["themis"];
 
 /// The policy called `name`; the platform's policies plan with `scaling` (the server's
 /// `autoscale.slack` and `autoscale.scale_down`).
@@ -35,6 +43,7 @@ pub fn by_name(name: &str, scaling: ScalingConfig) -> Option<Box<dyn Policy>> {
     Some(match name {
         "static_peak" => Box::new(StaticPeak),
         "horizontal" => Box::new(Horizontal::default()),
+        "themis" => Box::new(ThemisPolicy::default()),
         "infaas_greedy" | "infaas_exact" => Box::new(Infaas::new(name == "infaas_exact", scaling)),
         _ => return None,
     })
@@ -222,6 +231,366 @@ impl Policy for Horizontal {
                     changes.push(Change::Unload { instance: i });
                     self.last_in_ms[a] = world.now_ms;
                 }
+            }
+        }
+        changes
+    }
+}
+
+/// Themis (forecast-driven vertical-then-horizontal scaling): as `horizontal`, one fixed
+/// variant per application routed by the least expected wait, but scaled once per window by
+/// the transition policy [`Themis`] (threads first on a surge, replicas once the forecast
+/// says it stays, then back to base threads, scale-in after a calm spell) fed each
+/// application's arrival rate and an [`AutoForecaster`]'s forecast of the next
+/// [`ThemisPolicy::horizon_s`] seconds. Threads follow Amdahl's law (the engine's parallel
+/// fraction) up to [`VerticalConfig::max_threads`], within each worker's free and idle cores;
+/// a GPU variant gets no threads (forecast-driven horizontal scaling only). Replicas are
+/// placed before threads, each on the worker with the most free cores that does not run the
+/// variant yet, so that hosts keep room to scale in place.
+///
+/// Durations are in seconds and turned into windows of the engine's monitoring period. By
+/// default at most one replica goes per 30 calm seconds, near `horizontal`'s pace (one per 30
+/// s), so that comparing the two shows mostly what threads and the forecast add; the
+/// `vertical` and `forecast` switches take either away (ablations).
+pub struct ThemisPolicy {
+    /// The transition policy's thresholds (its interval counts are set from the durations
+    /// below).
+    pub config: ThemisConfig,
+    /// Forecast ahead, s (Themis predicts the next ten seconds).
+    pub horizon_s: f64,
+    /// How long the forecast must stay above what the replicas serve before replicas are
+    /// added, s.
+    pub hold_s: f64,
+    /// Calm time before a scale-in, s.
+    pub scale_in_s: f64,
+    /// Time a lower thread level must suffice before threads are given back, s.
+    pub release_s: f64,
+    /// The forecaster each application starts with (it refits itself as rates come in).
+    pub initial_model: ForecastModel,
+    /// Whether instances may get threads (false: forecast-driven horizontal scaling only, an
+    /// ablation).
+    pub vertical: bool,
+    /// Whether rates are forecast (false: the naive forecast, the last window's rate, stands
+    /// for every window ahead; an ablation).
+    pub forecast: bool,
+    apps: Vec<ThemisApp>,
+    path: Vec<f64>,
+}
+
+/// One application's state under [`ThemisPolicy`].
+struct ThemisApp {
+    variant: Option<usize>,
+    profile: Option<ThreadProfile>,
+    /// Made at the first window, when its length is known.
+    themis: Option<Themis>,
+    forecaster: Option<AutoForecaster>,
+    /// When each requested replica should serve, ms.
+    pending: Vec<f64>,
+    /// Live instances at the last window.
+    live: usize,
+}
+
+/// Windows an application's forecaster keeps to refit on, and how often it refits.
+const THEMIS_HISTORY: usize = 240;
+const THEMIS_REFIT_EVERY: usize = 30;
+
+impl Default for ThemisPolicy {
+    fn default() -> Self {
+        ThemisPolicy {
+            config: ThemisConfig {
+                scale_in_step: 1,
+                ..ThemisConfig::default()
+            },
+            horizon_s: 10.0,
+            hold_s: 5.0,
+            scale_in_s: 30.0,
+            release_s: 3.0,
+            initial_model: ForecastModel::Ewma { alpha: 0.5 },
+            vertical: true,
+            forecast: true,
+            apps: Vec::new(),
+            path: Vec::new(),
+        }
+    }
+}
+
+impl ThemisPolicy {
+    /// Windows of `window_s` seconds in `d` seconds (at least one).
+    fn windows(d: f64, window_s: f64) -> usize {
+        ((d / window_s.max(1e-3)).round() as usize).max(1)
+    }
+
+    /// The thresholds in windows of `window_s` seconds.
+    fn config_for(&self, window_s: f64) -> ThemisConfig {
+        ThemisConfig {
+            hold_intervals: Self::windows(self.hold_s, window_s),
+            scale_in_intervals: Self::windows(self.scale_in_s, window_s),
+            release_intervals: Self::windows(self.release_s, window_s),
+            ..self.config
+        }
+    }
+}
+
+/// Cores each worker can give to more threads: free within its budget and idle.
+fn spare_cores(s: &Snapshot) -> Vec<usize> {
+    s.workers()
+        .iter()
+        .map(|w| {
+            if w.alive {
+                w.free_cores().min(w.idle_cpu_cores())
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// A worker for a new instance of `v`: one that can host it (by `room`) and does not run it
+/// yet (nor was given one this window, `taken`), the most free cores first, then the least
+/// loaded; else any that can host it (the engine resizes an instance by worker and variant,
+/// as the platform does, so a second instance of a variant on a worker is a last resort).
+/// Takes the room.
+fn place_spread(
+    s: &Snapshot,
+    room: &mut [(usize, u64)],
+    taken: &[(usize, usize)],
+    vi: usize,
+) -> Option<usize> {
+    let v = &s.variants()[vi];
+    let fits = |w: usize| {
+        let e = &s.workers()[w];
+        e.alive
+            && e.hardware.contains(&v.hardware)
+            && room[w].0 >= v.threads
+            && room[w].1 >= v.memory_bytes
+    };
+    let runs = |w: usize| {
+        taken.contains(&(vi, w))
+            || s.variant_instances(vi).iter().any(|&i| {
+                let inst = &s.instances()[i];
+                inst.worker == w && inst.state != InstanceState::Inactive
+            })
+    };
+    let best = |exclusive: bool| {
+        (0..s.workers().len())
+            .filter(|&w| fits(w) && !(exclusive && runs(w)))
+            .max_by(|&a, &b| {
+                room[a]
+                    .0
+                    .cmp(&room[b].0)
+                    .then(s.workers()[b].load().total_cmp(&s.workers()[a].load()))
+                    .then(b.cmp(&a))
+            })
+    };
+    let w = best(true).or_else(|| best(false))?;
+    room[w].0 -= v.threads;
+    room[w].1 -= v.memory_bytes;
+    Some(w)
+}
+
+/// The thread profile of variant `vi`: Amdahl's law at the engine's parallel fraction up to
+/// [`VerticalConfig::max_threads`] on a CPU (when `grow`), base threads only on a GPU.
+fn thread_profile(s: &Snapshot, vi: usize, grow: bool) -> Option<ThreadProfile> {
+    let vertical = VerticalConfig::default();
+    let v = s.variants().get(vi)?;
+    let max = if grow && v.hardware == HardwareKind::Cpu {
+        vertical.max_threads.max(v.threads)
+    } else {
+        v.threads
+    };
+    ThreadProfile::amdahl(v.threads, v.peak_qps(), vertical.parallel_fraction, max).ok()
+}
+
+impl Policy for ThemisPolicy {
+    fn name(&self) -> String {
+        "themis".into()
+    }
+
+    fn provision(&mut self, world: &World) -> Vec<Change> {
+        let s = world.snapshot;
+        self.apps = (0..world.apps.len())
+            .map(|a| {
+                let variant = fixed_variant(s, &world.apps[a], app_slo(world, a));
+                ThemisApp {
+                    variant,
+                    profile: variant.and_then(|vi| thread_profile(s, vi, self.vertical)),
+                    themis: None,
+                    forecaster: None,
+                    pending: Vec::new(),
+                    live: 0,
+                }
+            })
+            .collect();
+        let mut room = room(s);
+        let mut taken = Vec::new();
+        let mut changes = Vec::new();
+        for app in &self.apps {
+            let Some(vi) = app.variant else { continue };
+            if let Some(w) = place_spread(s, &mut room, &taken, vi) {
+                taken.push((vi, w));
+                changes.push(Change::Load {
+                    variant: vi,
+                    worker: w,
+                    warm: true,
+                });
+            }
+        }
+        changes
+    }
+
+    fn route(&mut self, world: &World, q: &Arrival) -> Route {
+        least_wait(world.snapshot, &world.apps[q.app]).map_or(Route::Drop, Route::Instance)
+    }
+
+    fn tick(&mut self, world: &World, window: &Window) -> Vec<Change> {
+        let s = world.snapshot;
+        let mut spare = spare_cores(s);
+        let mut room = room(s);
+        let mut taken: Vec<(usize, usize)> = Vec::new();
+        let mut changes = Vec::new();
+        let mut decisions: Vec<(usize, Vec<ThemisAction>)> = Vec::new();
+        let window_s = window.seconds;
+        self.path
+            .resize(Self::windows(self.horizon_s, window_s), 0.0);
+        let config = self.config_for(window_s);
+        for app in &mut self.apps {
+            if app.themis.is_none() {
+                app.themis = Themis::new(config).ok();
+                let (model, refit) = if self.forecast {
+                    (self.initial_model, THEMIS_REFIT_EVERY)
+                } else {
+                    (ForecastModel::LastValue, usize::MAX)
+                };
+                app.forecaster =
+                    AutoForecaster::new(model, config.hold_intervals, THEMIS_HISTORY, refit).ok();
+            }
+        }
+        let threads_of = |i: usize| {
+            world
+                .threads
+                .get(i)
+                .copied()
+                .unwrap_or_else(|| s.variants()[s.instances()[i].variant].threads)
+        };
+        for (a, app) in self.apps.iter_mut().enumerate() {
+            let (Some(vi), Some(profile), Some(themis), Some(forecaster)) = (
+                app.variant,
+                app.profile.as_ref(),
+                app.themis.as_mut(),
+                app.forecaster.as_mut(),
+            ) else {
+                continue;
+            };
+            let v = &s.variants()[vi];
+            let rate = window.app_rate.get(a).copied().unwrap_or(0.0);
+            forecaster.update(rate);
+            forecaster.predict_path(&mut self.path);
+            // Serving instances, the most queued first (the least queued are removed first).
+            let mut live: Vec<usize> = s
+                .variant_instances(vi)
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let inst = &s.instances()[i];
+                    inst.state != InstanceState::Inactive && s.workers()[inst.worker].alive
+                })
+                .collect();
+            live.sort_by_key(|&i| (Reverse(s.queued(i)), i));
+            // Requested replicas that serve now, or should have long ago, are no longer
+            // loading.
+            let joined = live.len().saturating_sub(app.live);
+            app.pending.drain(..joined.min(app.pending.len()));
+            let late = world.now_ms - 2.0 * v.load_ms - 1_000.0;
+            app.pending.retain(|&due| due > late);
+            app.live = live.len();
+            let instances: Vec<StageInstance> = live
+                .iter()
+                .map(|&i| StageInstance {
+                    instance: i,
+                    worker: s.instances()[i].worker,
+                    threads: threads_of(i),
+                })
+                .collect();
+            let backlog: usize = live.iter().map(|&i| s.queued(i)).sum();
+            let Ok(decision) = themis.step(&ThemisInput {
+                observed_qps: rate,
+                backlog_rows: backlog as f64,
+                forecast_qps: &self.path,
+                instances: &instances,
+                loading: app.pending.len(),
+                free_cores: &spare,
+                profile,
+            }) else {
+                continue;
+            };
+            decisions.push((a, decision.actions));
+        }
+        // Replicas first, for every application: cores are better spent on replicas than on
+        // threads (Amdahl), so threads get what the new replicas leave.
+        for (a, actions) in &decisions {
+            let app = &mut self.apps[*a];
+            let Some(vi) = app.variant else { continue };
+            let v = &s.variants()[vi];
+            for act in actions {
+                let ThemisAction::AddReplicas { count, .. } = *act else {
+                    continue;
+                };
+                for _ in 0..count {
+                    let Some(w) = place_spread(s, &mut room, &taken, vi) else {
+                        break;
+                    };
+                    taken.push((vi, w));
+                    spare[w] = spare[w].saturating_sub(v.threads);
+                    app.pending.push(world.now_ms + v.load_ms);
+                    changes.push(Change::Load {
+                        variant: vi,
+                        worker: w,
+                        warm: false,
+                    });
+                }
+            }
+        }
+        for (a, actions) in decisions {
+            let Some(vi) = self.apps[a].variant else {
+                continue;
+            };
+            let v = &s.variants()[vi];
+            for act in actions {
+                let (instance, from, to) = match act {
+                    ThemisAction::AddThreads { instance, from, to }
+                    | ThemisAction::RemoveThreads { instance, from, to } => (instance, from, to),
+                    ThemisAction::RemoveReplica { instance } => {
+                        changes.push(Change::Unload { instance });
+                        continue;
+                    }
+                    ThemisAction::AddReplicas { .. } => continue,
+                };
+                let w = s.instances()[instance].worker;
+                // What the replicas left of the worker's cores.
+                let to = if to > from {
+                    let to = to.min(from + spare[w].min(room[w].0));
+                    spare[w] -= to - from;
+                    room[w].0 -= to - from;
+                    to
+                } else {
+                    to
+                };
+                if to == from {
+                    continue;
+                }
+                changes.push(Change::Steps {
+                    model: v.model.clone(),
+                    action: if to > from {
+                        "add-threads"
+                    } else {
+                        "remove-threads"
+                    },
+                    steps: vec![Step::Resize {
+                        worker: s.workers()[w].id.clone(),
+                        variant: v.id.clone(),
+                        threads: to,
+                    }],
+                });
             }
         }
         changes
@@ -829,10 +1198,61 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    /// Themis on a CPU cluster of 1-thread instances: a step to 6x the load gets threads at
+    /// the first window and replicas for what stays, so the seconds after the step are served
+    /// far better than by horizontal scaling, which waits for its replicas to load; once they
+    /// serve, the threads go back.
+    #[test]
+    fn themis_absorbs_a_step_with_threads_then_returns_them() {
+        let t = trace("step:from=100,to=600,at=20,duration=60,app=m,slo=100");
+        let c = Cluster {
+            cpu_workers: 8,
+            cpu_cores: 16,
+            gpu_workers: 0,
+            cpu_threads: 1,
+            load_ms_cpu: 2_000.0,
+            ..Cluster::default()
+        };
+        let cpu: Vec<Profile> = catalogue()
+            .into_iter()
+            .filter(|p| p.accelerator == Accelerator::Cpu)
+            .collect();
+        let run_on = |policy: &str| {
+            let variants = variants_for(&t, &cpu, &c).unwrap();
+            let mut p = by_name(policy, ScalingConfig::default()).unwrap();
+            simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let (themis, horizontal) = (run_on("themis"), run_on("horizontal"));
+        let missed = |r: &PolicyReport, from: usize, to: usize| -> f64 {
+            r.series[from..to]
+                .iter()
+                .map(|p| (1.0 - p.slo_attainment.unwrap_or(0.0)) * p.arrivals as f64)
+                .sum()
+        };
+        // The step's own second is lost by both (the window that sees it ends with it); the
+        // next ones are where threads act at once and replicas take 2 s to load.
+        assert_eq!(missed(&themis, 20, 21), missed(&horizontal, 20, 21));
+        let (th, ho) = (missed(&themis, 21, 30), missed(&horizontal, 21, 30));
+        assert!(th * 3.0 < ho, "themis {th} vs horizontal {ho} missed");
+        let kinds = &themis.actions_by_kind;
+        assert!(
+            kinds.get("add-threads").is_some_and(|&n| n >= 1)
+                && kinds.get("remove-threads").is_some_and(|&n| n >= 1)
+                && kinds.get("replicate").is_some_and(|&n| n >= 1),
+            "{kinds:?}"
+        );
+        assert!(
+            themis.summary.slo_attainment > horizontal.summary.slo_attainment,
+            "{:?} vs {:?}",
+            themis.summary,
+            horizontal.summary
+        );
+    }
+
     #[test]
     fn every_name_is_a_policy() {
-        for n in NAMES {
-            assert_eq!(by_name(n, ScalingConfig::default()).unwrap().name(), n);
+        for n in NAMES.iter().chain(&EXTRA) {
+            assert_eq!(by_name(n, ScalingConfig::default()).unwrap().name(), *n);
         }
         assert!(by_name("clipper", ScalingConfig::default()).is_none());
     }

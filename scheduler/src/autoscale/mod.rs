@@ -9,6 +9,8 @@
 //!   [`ilp::gap`], which measures how far a greedy plan is from the optimum.
 //! - [`mod@vertical`]: Themis' vertical-first scaling: more intra-op threads for an overloaded
 //!   CPU instance now, smaller instances once the load has been stable.
+//! - [`mod@themis`]: Themis' transition policy for one stage as a state machine: threads first
+//!   on a surge, replicas once the forecast says it stays, then back to base threads.
 //! - [`mod@workers`]: the VM-Autoscaler's decision to add or remove workers.
 //! - [`mod@migration`]: moving instances that stay Interfered.
 //! - [`mod@load`]: the load a family is planned for (bursts at once, lulls smoothed).
@@ -66,6 +68,7 @@ pub mod model;
 pub mod period;
 mod problem;
 pub mod resolve;
+pub mod themis;
 pub mod vertical;
 pub mod workers;
 
@@ -85,6 +88,10 @@ pub use period::{
 };
 pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
 pub use resolve::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
+pub use themis::{
+    StageInstance, Themis, ThemisAction, ThemisConfig, ThemisDecision, ThemisError, ThemisInput,
+    ThemisPhase, ThreadProfile,
+};
 pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
 pub use workers::{scale_workers, worker_period, WorkerConfig, WorkerPeriod, WorkerView};
 
