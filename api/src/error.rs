@@ -36,6 +36,9 @@ pub enum ApiError {
     QuotaExceeded(String),
     #[error("{0}")]
     Unavailable(String),
+    /// Dropped early under overload: the query could no longer meet its deadline.
+    #[error("{0}")]
+    Dropped(String),
     /// No variant meets the query's requirements; `suggestion` is the closest one.
     #[error("{message}")]
     Unsatisfiable {
@@ -69,7 +72,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Dropped(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Unsatisfiable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Status { status, .. } => *status,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -88,6 +91,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::QuotaExceeded(_) => "quota_exceeded",
             ApiError::Unavailable(_) => "unavailable",
+            ApiError::Dropped(_) => "dropped",
             ApiError::Unsatisfiable { .. } => "unsatisfiable",
             ApiError::Status { status, .. } => match *status {
                 StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
@@ -129,6 +133,7 @@ impl From<ControlError> for ApiError {
             },
             ControlError::QuotaExceeded(m) => ApiError::QuotaExceeded(m),
             ControlError::Unavailable(m) => ApiError::Unavailable(m),
+            ControlError::Dropped(m) => ApiError::Dropped(m),
             ControlError::Unsatisfiable {
                 message,
                 suggestion,

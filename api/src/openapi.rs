@@ -43,6 +43,7 @@ use crate::routes;
         routes::pipelines::delete_validation,
         routes::cluster::workers,
         routes::cluster::usage,
+        routes::cluster::forecast,
         routes::scaling::scaling_events,
         routes::jobs::submit,
         routes::jobs::list,

@@ -49,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/apps", get(routes::models::list_apps))
         .route("/apps/{app}", get(routes::models::show_app))
         .route("/apps/{app}/usage", get(routes::cluster::usage))
+        .route("/apps/{app}/forecast", get(routes::cluster::forecast))
         .route(
             "/apps/{app}/scaling-events",
             get(routes::scaling::scaling_events),

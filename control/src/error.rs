@@ -36,6 +36,9 @@ pub enum Error {
     /// The platform cannot serve this now (no capacity, runtime missing, overloaded).
     #[error("{0}")]
     Unavailable(String),
+    /// The query was dropped early: it could no longer meet its deadline (overload).
+    #[error("{0}")]
+    Dropped(String),
     /// No variant meets the query's requirements; `suggestion` is the closest one.
     #[error("{message}")]
     Unsatisfiable {

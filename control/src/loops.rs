@@ -1,6 +1,6 @@
 //! The control plane's background loops, which run without any request: the registry's
-//! profiling worker, cluster liveness, autoscaling, offline jobs, the pipelines' tuner and
-//! usage metering. All stop
+//! profiling worker, cluster liveness, autoscaling, offline jobs, the pipelines' tuner,
+//! forecasts of the applications' arrival rates and usage metering. All stop
 //! when the shutdown token is cancelled.
 
 use std::net::SocketAddr;
@@ -26,6 +26,15 @@ pub fn start(
     tokio::spawn(JobRunner::new(control.clone()).run(shutdown.clone()));
     tokio::spawn(crate::pipelines::tune::run(
         control.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(crate::pipelines::overload::run(
+        control.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(crate::forecasts::run(
+        control.forecasts.clone(),
+        control.traffic.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(control.usage.clone().run(

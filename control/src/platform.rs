@@ -41,6 +41,8 @@ pub struct Parts {
     pub traffic: Arc<TrafficRecorder>,
     /// What-if runs under way on this controller.
     pub whatif: Arc<WhatIfRuns>,
+    /// Forecasts of the arrival rates of applications (and pipelines), fed once a second.
+    pub forecasts: Arc<crate::forecasts::Forecasts>,
     /// What the pipelines did recently (arrivals, switch branches), this controller.
     pub pipelines: Arc<crate::pipelines::PipelineActivity>,
     /// Shared secret of worker <-> controller traffic.
@@ -128,6 +130,7 @@ impl ControlPlane {
             usage: Arc::new(UsageRecorder::default()),
             traffic: Arc::new(TrafficRecorder::new(config.traffic_horizon_minutes)),
             whatif: WhatIfRuns::new(config.whatif.max_parallel_runs),
+            forecasts: Default::default(),
             pipelines: Default::default(),
             cluster_token,
             db,

@@ -309,6 +309,31 @@ pub async fn serve(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<Outcome, Error> {
+    serve_with(state, tenant, goal, req, inputs, false).await
+}
+
+/// As [`serve`], but `req.latency_ms` is a deadline: when no loaded instance is predicted to
+/// answer within it, the query fails at once with [`Error::Unsatisfiable`] instead of waiting
+/// (or starting a load). For queries that can be rerouted or dropped early (pipelines under
+/// overload).
+pub async fn serve_by_deadline(
+    state: &ControlPlane,
+    tenant: &str,
+    goal: Goal<'_>,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+) -> Result<Outcome, Error> {
+    serve_with(state, tenant, goal, req, inputs, true).await
+}
+
+async fn serve_with(
+    state: &ControlPlane,
+    tenant: &str,
+    goal: Goal<'_>,
+    req: Requirements,
+    inputs: Vec<Tensor>,
+    by_deadline: bool,
+) -> Result<Outcome, Error> {
     req.check()?;
     let rows = batch_rows(&inputs)?;
     let started = Instant::now();
@@ -331,6 +356,50 @@ pub async fn serve(
     for attempt in 0..2 {
         let snapshot = state.cluster.snapshot();
         let decision = select(&snapshot, &query, state.cluster.prices());
+        if let (true, Some(budget)) = (by_deadline, req.latency_ms) {
+            match &decision {
+                Decision::Serve { predicted_ms, .. } if *predicted_ms > budget => {
+                    return Err(Error::Unsatisfiable {
+                        message: format!(
+                            "the best loaded instance is predicted to take {predicted_ms:.1} ms, over the {budget:.1} ms left"
+                        ),
+                        suggestion: None,
+                    })
+                }
+                // A busy loaded instance that answers sooner than the load would: served
+                // there (below) when in time, without starting the load.
+                Decision::Load {
+                    meanwhile: Some(instance),
+                    wait: false,
+                    ..
+                } => {
+                    let predicted = snapshot
+                        .instances()
+                        .get(*instance)
+                        .and_then(|i| snapshot.variants().get(i.variant))
+                        .map_or(f64::INFINITY, |v| {
+                            v.predicted_ms(snapshot.queued(*instance), rows)
+                        });
+                    if predicted > budget {
+                        return Err(Error::Unsatisfiable {
+                            message: format!(
+                                "the best loaded instance is predicted to take {predicted:.1} ms, over the {budget:.1} ms left"
+                            ),
+                            suggestion: None,
+                        });
+                    }
+                }
+                Decision::Load { .. } => {
+                    return Err(Error::Unsatisfiable {
+                        message: format!(
+                            "no loaded instance is predicted to answer within the {budget:.1} ms left"
+                        ),
+                        suggestion: None,
+                    })
+                }
+                _ => {}
+            }
+        }
         let mut in_flight: Option<InFlightGuard> = None;
         let (variant_idx, worker_idx, predicted_ms, reason, load) = match decision {
             Decision::Serve {
@@ -352,8 +421,11 @@ pub async fn serve(
                 ..
             } => {
                 // The query goes to a busy instance that answers it sooner than the load would;
-                // the load goes on for the queries after it.
-                load_in_background(state, &snapshot, variant, worker);
+                // the load goes on for the queries after it (not for a query held to a
+                // deadline: its pipeline's allocation provisions).
+                if !by_deadline {
+                    load_in_background(state, &snapshot, variant, worker);
+                }
                 let inst = snapshot.instances().get(instance);
                 let served_by = inst.map_or(variant, |i| i.variant);
                 let predicted_ms = snapshot.variants().get(served_by).map_or(f64::NAN, |v| {

@@ -107,6 +107,29 @@ impl TrafficRecorder {
         }
     }
 
+    /// Queries that arrived in `second` (seconds since the Unix epoch), per tenant and
+    /// application that received any: `(tenant, app, count)`.
+    pub fn counts_at(&self, second: i64) -> Vec<(String, String, u32)> {
+        let Ok(by_tenant) = self.by_tenant.lock() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (tenant, apps) in by_tenant.iter() {
+            for (app, ring) in apps {
+                // The newest buckets are at the back.
+                let found = ring
+                    .iter()
+                    .rev()
+                    .take_while(|b| b.second >= second)
+                    .find(|b| b.second == second);
+                if let Some(b) = found {
+                    out.push((tenant.clone(), app.clone(), b.count));
+                }
+            }
+        }
+        out
+    }
+
     /// The arrivals of `tenant` over the last `minutes` (at most the horizon), of one
     /// application or of all, as a trace (see the module documentation). Applications are
     /// in name order; an empty trace when nothing was recorded.
@@ -244,6 +267,23 @@ mod tests {
         assert_eq!(kept, 2);
         assert_eq!(r.export_at(T0 + 121_000, "t1", None, 60).arrivals.len(), 2);
         assert_eq!(r.horizon_minutes(), 2);
+    }
+
+    #[test]
+    fn counts_of_one_second() {
+        let r = TrafficRecorder::new(5);
+        r.record_at(T0, "t1", "a", None, None);
+        r.record_at(T0 + 1_100, "t1", "a", None, None);
+        r.record_at(T0 + 1_200, "t1", "a", None, None);
+        r.record_at(T0 + 1_300, "t2", "b", None, None);
+        let mut c = r.counts_at(T0 / 1000 + 1);
+        c.sort();
+        assert_eq!(
+            c,
+            [("t1".into(), "a".into(), 2), ("t2".into(), "b".into(), 1)]
+        );
+        assert_eq!(r.counts_at(T0 / 1000), [("t1".into(), "a".into(), 1)]);
+        assert!(r.counts_at(T0 / 1000 + 2).is_empty());
     }
 
     #[test]

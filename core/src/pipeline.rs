@@ -42,6 +42,44 @@ pub struct PipelineSpec {
     pub outputs: BTreeMap<String, String>,
     #[serde(default)]
     pub slo: PipelineSlo,
+    /// What the platform does when the demand outgrows the hardware (README, "Overload").
+    #[serde(default, skip_serializing_if = "Overload::is_default")]
+    pub overload: Overload,
+}
+
+/// A pipeline's behaviour under overload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Overload {
+    /// Loki's accuracy scaling: every 10 s the controller allocates the most accurate mix of
+    /// the nodes' variants that carries the demand (hardware scaling first), and every query is
+    /// routed along it most-accurate-first (off by default).
+    #[serde(default)]
+    pub accuracy_scaling: bool,
+    /// A query that can no longer meet its end-to-end deadline is dropped at once, before it
+    /// spends downstream capacity, with an answer that says so (on by default; with
+    /// `accuracy_scaling`, it is first rerouted to a faster variant when one makes it).
+    #[serde(default = "enabled")]
+    pub early_dropping: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+impl Default for Overload {
+    fn default() -> Self {
+        Overload {
+            accuracy_scaling: false,
+            early_dropping: true,
+        }
+    }
+}
+
+impl Overload {
+    pub fn is_default(&self) -> bool {
+        *self == Overload::default()
+    }
 }
 
 /// A tensor of the request.

@@ -5,6 +5,7 @@ use infaas_control::config::{Config, Overrides};
 
 mod admin;
 mod sim;
+mod sim_overload;
 mod sim_pipelines;
 mod telemetry;
 mod worker;
@@ -67,6 +68,9 @@ enum Command {
     /// Plans pipelines of models (InferLine's planner, model-less) on a SIMULATED cluster and
     /// replays a trace on them with the tuner and on baselines; reports cost and SLO attainment.
     SimPipelines(sim_pipelines::SimPipelinesArgs),
+    /// Loki's accuracy scaling and early dropping against InferLine and per-task accuracy
+    /// scaling on a SIMULATED fixed cluster under overload: capacity, SLO violations, accuracy.
+    SimOverload(sim_overload::SimOverloadArgs),
     /// Offline jobs: submit, list, status, wait, cancel, results (talks to a server).
     Jobs {
         #[command(subcommand)]
@@ -118,6 +122,7 @@ fn main() -> std::process::ExitCode {
             // CPU-bound and single-threaded: it never awaits.
             Command::Sim(args) => sim::run(args),
             Command::SimPipelines(args) => sim_pipelines::run(args),
+            Command::SimOverload(args) => sim_overload::run(args),
             Command::Login => infaas_cli::login(&cli.client).await,
             Command::Models { command } => infaas_cli::run_models(&cli.client, command).await,
             Command::Loadgen(args) => infaas_cli::run_loadgen(&cli.client, args).await,

@@ -12,6 +12,7 @@ pub mod catalogue;
 pub mod engine;
 pub mod forecast;
 pub mod generate;
+pub mod overload;
 pub mod pipeline;
 pub mod policy;
 pub mod report;

@@ -607,8 +607,13 @@ pub struct Infaas {
     pub scaling: ScalingConfig,
     /// Themis' vertical scaling (the server's `autoscale.vertical`, on by default).
     pub vertical: bool,
+    /// Whether each family's rate is forecast (as the controller does) to judge when added
+    /// threads become base-thread replicas (Themis §5.1.3); false: stable periods only.
+    pub forecast: bool,
     loads: HashMap<String, PlannedLoad>,
     stability: HashMap<String, Stability>,
+    /// Per family: its forecaster of rows/s per window and the windows it has seen.
+    forecasters: HashMap<String, (AutoForecaster, usize)>,
     interfered: InterferenceCounter,
     /// The last model period found no room for an instance it needs: of this hardware, why
     /// (the worker period takes it, as the controller's book hands it over).
@@ -621,12 +626,42 @@ impl Infaas {
             exact,
             scaling,
             vertical: true,
+            forecast: true,
             loads: HashMap::new(),
             stability: HashMap::new(),
+            forecasters: HashMap::new(),
             interfered: InterferenceCounter::default(),
             shortage: None,
         }
     }
+}
+
+/// Seconds ahead the platform forecasts each family's load (Themis: ten).
+const INFAAS_FORECAST_HORIZON_S: f64 = 10.0;
+
+/// Feeds `model`'s forecaster one window's `rate` and returns the highest rate it forecasts
+/// over the next `horizon` windows, once it has seen at least `horizon` windows (as the
+/// controller's forecasts).
+fn forecast_family(
+    forecasters: &mut HashMap<String, (AutoForecaster, usize)>,
+    model: &str,
+    rate: f64,
+    horizon: usize,
+) -> Option<f64> {
+    if !forecasters.contains_key(model) {
+        let f = AutoForecaster::new(
+            ForecastModel::Ewma { alpha: 0.5 },
+            horizon,
+            THEMIS_HISTORY.max(4 * horizon),
+            THEMIS_REFIT_EVERY,
+        )
+        .ok()?;
+        forecasters.insert(model.to_string(), (f, 0));
+    }
+    let (f, seen) = forecasters.get_mut(model)?;
+    f.update(rate);
+    *seen += 1;
+    (*seen >= horizon).then(|| f.predict_max(horizon))
 }
 
 impl Policy for Infaas {
@@ -687,6 +722,10 @@ impl Policy for Infaas {
             .retain(|m, _| families.iter().any(|(f, _)| f == m));
         self.stability
             .retain(|m, _| families.iter().any(|(f, _)| f == m));
+        self.forecasters
+            .retain(|m, _| families.iter().any(|(f, _)| f == m));
+        // The controller forecasts the next ten seconds of each family's arrivals.
+        let horizon = ThemisPolicy::windows(INFAAS_FORECAST_HORIZON_S, window.seconds);
         self.interfered.observe_snapshot(s);
         let states: Vec<FamilyState> = families
             .into_iter()
@@ -702,12 +741,18 @@ impl Policy for Infaas {
                     .entry(model.to_string())
                     .or_insert_with(|| Stability::new(0.1))
                     .observe(load);
+                let forecast_max_qps = if self.forecast {
+                    forecast_family(&mut self.forecasters, model, d.rows_per_s, horizon)
+                } else {
+                    None
+                };
                 FamilyState {
                     tenant: TENANT,
                     model,
                     instances,
                     load_qps: load,
                     stable_periods,
+                    forecast_max_qps,
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
                     busy: world.busy.iter().any(|b| b == model),

@@ -2,6 +2,7 @@
 //! fields are escaped when rendered; charts arrive as SVG already built (and escaped) by
 //! [`crate::chart`].
 
+use crate::chart::{LineChart, Series, XAxis};
 use askama::Template;
 
 /// What every signed-in page shows around its content.
@@ -116,12 +117,107 @@ pub struct AppPage {
     pub latency_chart: String,
     pub throughput_chart: String,
     pub cost_chart: String,
+    /// Observed against forecast arrival rates, with the forecasts' errors.
+    pub forecast: ForecastPanel,
     pub variants: Vec<VariantUsage>,
     pub models: Vec<ModelRow>,
     pub form: TryForm,
     pub result: Option<TryResult>,
     /// Why the last query failed.
     pub error: Option<String>,
+}
+
+/// The forecast of an application's arrival rate on its page.
+#[derive(Debug, Clone, Default)]
+pub struct ForecastPanel {
+    /// Observed, predicted 1 s ahead and predicted 10 s ahead, per second (SVG).
+    pub chart: String,
+    /// The forecasting model in use.
+    pub model: String,
+    /// MAPE of the 1 s and 10 s predictions (`–` before there is one).
+    pub mape_1s: String,
+    pub mape_10s: String,
+    /// Highest rate forecast over the next ten seconds, queries/s.
+    pub max_next: String,
+}
+
+/// Seconds of the forecast the application page shows (the last five minutes and the ten
+/// seconds to come).
+pub const FORECAST_CHART_S: i64 = 300;
+
+/// The forecast panel of an application page: `observed`, `predicted_1s` and
+/// `predicted_10s` are `(second since the Unix epoch, queries/s)` in ascending seconds; the
+/// errors are fractions.
+pub fn forecast_panel(
+    model: &str,
+    observed: &[(i64, f64)],
+    predicted_1s: &[(i64, f64)],
+    predicted_10s: &[(i64, f64)],
+    max_next: f64,
+    mape_1s: Option<f64>,
+    mape_10s: Option<f64>,
+) -> ForecastPanel {
+    let last = observed
+        .iter()
+        .chain(predicted_1s)
+        .chain(predicted_10s)
+        .map(|p| p.0)
+        .max();
+    let (xs, lines) = match last {
+        None => (Vec::new(), [Vec::new(), Vec::new(), Vec::new()]),
+        Some(last) => {
+            let first = observed
+                .iter()
+                .chain(predicted_1s)
+                .chain(predicted_10s)
+                .map(|p| p.0)
+                .min()
+                .unwrap_or(last)
+                .max(last - FORECAST_CHART_S + 1);
+            let at = |points: &[(i64, f64)], s: i64| {
+                points
+                    .binary_search_by_key(&s, |p| p.0)
+                    .ok()
+                    .map(|i| points[i].1)
+            };
+            let xs: Vec<i64> = (first..=last).collect();
+            let lines = [observed, predicted_1s, predicted_10s]
+                .map(|points| xs.iter().map(|&s| at(points, s)).collect::<Vec<_>>());
+            (xs.iter().map(|s| s * 1000).collect(), lines)
+        }
+    };
+    let [o, p1, p10] = lines;
+    let chart = LineChart {
+        title: "Arrival rate: observed and forecast".into(),
+        unit: "req/s".into(),
+        minutes: xs,
+        x_axis: XAxis::Clock,
+        series: vec![
+            Series {
+                label: "observed".into(),
+                class: "s1",
+                values: o,
+            },
+            Series {
+                label: "forecast 1 s ahead".into(),
+                class: "s2",
+                values: p1,
+            },
+            Series {
+                label: "forecast 10 s ahead".into(),
+                class: "s3",
+                values: p10,
+            },
+        ],
+    };
+    let pct = |m: Option<f64>| m.map_or_else(|| "–".to_string(), |m| format!("{:.1}%", m * 100.0));
+    ForecastPanel {
+        chart: chart.to_svg(),
+        model: model.to_string(),
+        mape_1s: pct(mape_1s),
+        mape_10s: pct(mape_10s),
+        max_next: crate::chart::number(max_next),
+    }
 }
 
 /// A model in a list.
@@ -432,6 +528,15 @@ mod tests {
             latency_chart: "<svg id=\"l\"></svg>".into(),
             throughput_chart: String::new(),
             cost_chart: String::new(),
+            forecast: forecast_panel(
+                "ewma(a=0.5)",
+                &[(100, 4.0), (101, 6.0)],
+                &[(101, 4.0), (102, 5.0)],
+                &[(110, 5.0), (111, 5.0)],
+                5.0,
+                Some(0.333),
+                None,
+            ),
             variants: vec![],
             models: vec![],
             form: TryForm {
@@ -443,6 +548,12 @@ mod tests {
         };
         let html = page.render().unwrap();
         assert!(html.contains("<svg id=\"l\"></svg>"));
+        // The forecast: its chart (seconds 100-111: 2 observed, 2 + 2 predicted points) and
+        // errors.
+        assert!(html.contains(r#"data-points="6""#), "{html}");
+        assert!(html.contains(r#"id="forecast-mape-1s">33.3%<"#), "{html}");
+        assert!(html.contains(r#"id="forecast-mape-10s">–<"#), "{html}");
+        assert!(html.contains("ewma(a=0.5)"), "{html}");
         // The form's JSON is text, escaped inside the textarea.
         assert!(html.contains("&#34;name&#34;") || html.contains("&quot;name&quot;"));
     }

@@ -406,6 +406,61 @@ pub fn attainment_chart(seconds: &[(i64, u64, u64)], target: Option<f64>) -> Lin
     }
 }
 
+/// Overload at a glance (last ten minutes): per second, the mean accuracy the answers were
+/// served with, and the queries answered beside those dropped early.
+pub fn quality_charts(quality: &[(i64, u64, Option<f64>, u64)]) -> (LineChart, LineChart) {
+    let last = quality.iter().map(|s| s.0.div_euclid(1000)).max();
+    let seconds: Vec<i64> = match last {
+        None => Vec::new(),
+        Some(last) => {
+            let first = quality
+                .iter()
+                .map(|s| s.0.div_euclid(1000))
+                .min()
+                .unwrap_or(last)
+                .max(last - ATTAINMENT_WINDOW_S + 1);
+            (first..=last).collect()
+        }
+    };
+    let at = |sec: i64| quality.iter().find(|q| q.0.div_euclid(1000) == sec);
+    let accuracy = LineChart {
+        title: "Accuracy served per second".into(),
+        unit: "accuracy".into(),
+        minutes: seconds.iter().map(|s| s * 1000).collect(),
+        x_axis: XAxis::Clock,
+        series: vec![Series {
+            label: "mean accuracy of the answers".into(),
+            class: "s1",
+            values: seconds.iter().map(|&s| at(s).and_then(|q| q.2)).collect(),
+        }],
+    };
+    let load = LineChart {
+        title: "Queries per second".into(),
+        unit: "q/s".into(),
+        minutes: seconds.iter().map(|s| s * 1000).collect(),
+        x_axis: XAxis::Clock,
+        series: vec![
+            Series {
+                label: "answered".into(),
+                class: "s1",
+                values: seconds
+                    .iter()
+                    .map(|&s| Some(at(s).map_or(0.0, |q| q.1 as f64)))
+                    .collect(),
+            },
+            Series {
+                label: "dropped early".into(),
+                class: "slo",
+                values: seconds
+                    .iter()
+                    .map(|&s| Some(at(s).map_or(0.0, |q| q.3 as f64)))
+                    .collect(),
+            },
+        ],
+    };
+    (accuracy, load)
+}
+
 /// An example document for the registration form (a cascade over two applications).
 pub fn example_document(apps: &[String]) -> String {
     let cheap = apps.first().map_or("small", String::as_str);
@@ -519,6 +574,13 @@ pub struct PipelinePage {
     pub cost: String,
     /// The attainment chart as SVG.
     pub attainment_chart: String,
+    /// Accuracy served per second, and answered / dropped queries per second, as SVG.
+    pub accuracy_chart: String,
+    pub load_chart: String,
+    /// The accuracy-scaling allocation (`hardware scaling, relative accuracy 1.000`), if any.
+    pub overload: Option<String>,
+    /// The arrival rate against its forecasts, once the pipeline has had queries.
+    pub forecast: Option<crate::dashboard::ForecastPanel>,
     pub plan: Option<PlanView>,
     /// The validation set (`540 rows graded on output 'probabilities'`), if any.
     pub validation: Option<String>,
@@ -844,6 +906,18 @@ mod tests {
             attainment: "100 %".into(),
             cost: "$0.12/h".into(),
             attainment_chart: attainment_chart(&[(1000, 1, 1)], Some(0.99)).to_svg(),
+            accuracy_chart: quality_charts(&[(1000, 3, Some(0.97), 1)]).0.to_svg(),
+            load_chart: quality_charts(&[(1000, 3, Some(0.97), 1)]).1.to_svg(),
+            overload: Some("accuracy scaling: relative accuracy 0.981".into()),
+            forecast: Some(crate::dashboard::forecast_panel(
+                "ewma(a=0.5)",
+                &[(1, 3.0), (2, 4.0)],
+                &[(2, 3.0), (3, 4.0)],
+                &[(12, 4.0)],
+                4.0,
+                Some(0.25),
+                None,
+            )),
             plan: Some(PlanView {
                 predicted_p99: "4.00 ms".into(),
                 attainment: "99.5 %".into(),
@@ -862,6 +936,9 @@ mod tests {
         let html = page.render().unwrap();
         assert!(html.contains(r#"<svg class="pipeline-graph""#), "{html}");
         assert!(html.contains("measured on the pipeline"), "{html}");
+        assert!(html.contains(r#"id="chart-accuracy""#) && html.contains("dropped early"));
+        assert!(html.contains("accuracy scaling: relative accuracy 0.981"));
+        assert!(html.contains(r#"id="pipeline-forecast""#) && html.contains("ewma(a=0.5)"));
         assert!(html.contains(r#"id="pipeline-validation">Validation set: 540 rows"#));
         assert!(html.contains(r#"<svg class="chart""#));
         assert!(html.contains(r#"id="pipeline-plan""#));

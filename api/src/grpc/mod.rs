@@ -105,6 +105,7 @@ pub fn status(e: ApiError) -> Status {
         | ApiError::RateLimited { .. }
         | ApiError::QuotaExceeded(_) => Code::ResourceExhausted,
         ApiError::Unavailable(_) => Code::Unavailable,
+        ApiError::Dropped(_) => Code::DeadlineExceeded,
         ApiError::Status { status, .. } => match *status {
             StatusCode::UNAUTHORIZED => Code::Unauthenticated,
             StatusCode::FORBIDDEN => Code::PermissionDenied,

@@ -262,3 +262,73 @@ pub async fn usage(
             .collect(),
     }))
 }
+
+/// Forecast of an application's arrival rate (Themis §5.1.3): the queries that arrived per
+/// second over the last ten minutes, the rates predicted for them one and ten seconds ahead,
+/// the highest rate forecast over the next ten seconds and the errors of both horizons.
+/// Points are `[second since the Unix epoch, queries/s]`; errors are fractions.
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct AppForecast {
+    pub app: String,
+    /// The forecasting model in use (it is re-fitted on the application's history).
+    pub model: String,
+    /// Seconds ahead of `predicted_10s` and `max_next_10s`.
+    pub horizon_s: usize,
+    #[schema(value_type = Vec<Vec<f64>>)]
+    pub observed: Vec<(i64, f64)>,
+    /// The rate predicted for each second one second before it.
+    #[schema(value_type = Vec<Vec<f64>>)]
+    pub predicted_1s: Vec<(i64, f64)>,
+    /// The rate predicted for each second ten seconds before it (including seconds to come).
+    #[schema(value_type = Vec<Vec<f64>>)]
+    pub predicted_10s: Vec<(i64, f64)>,
+    pub max_next_10s: f64,
+    /// Mean absolute percentage error of the 1-second predictions (null before there is one).
+    pub mape_1s: Option<f64>,
+    pub mape_10s: Option<f64>,
+}
+
+/// The forecast of `app` of `tenant_id` (an empty one before any query arrived).
+pub fn forecast_view(
+    state: &AppState,
+    tenant_id: &str,
+    app: &str,
+) -> infaas_control::forecasts::ForecastView {
+    state
+        .forecasts
+        .view(tenant_id, app)
+        .unwrap_or_else(|| infaas_control::forecasts::ForecastView::empty(state.forecasts.config()))
+}
+
+/// [`forecast_view`] as the API answers it.
+pub fn app_forecast(state: &AppState, tenant_id: &str, app: &str) -> AppForecast {
+    let v = forecast_view(state, tenant_id, app);
+    AppForecast {
+        app: app.to_string(),
+        model: v.model,
+        horizon_s: v.horizon_s,
+        observed: v.observed,
+        predicted_1s: v.predicted_1s,
+        predicted_10s: v.predicted_10s,
+        max_next_10s: v.max_next_10s,
+        mape_1s: v.mape_1s,
+        mape_10s: v.mape_10s,
+    }
+}
+
+/// Observed and forecast arrival rates of an application, with the forecasts' errors.
+#[utoipa::path(get, path = "/v1/apps/{app}/forecast", tag = "apps", security(("bearer" = [])),
+    params(("app" = String, Path, description = "Application name")),
+    responses((status = 200, body = AppForecast), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody)))]
+pub async fn forecast(
+    State(state): State<AppState>,
+    p: Principal,
+    Path(app): Path<String>,
+) -> ApiResult<Json<AppForecast>> {
+    let apps = state.db.list_apps(&p.tenant_id).await?;
+    if !apps.iter().any(|(a, _)| a.name == app) {
+        return Err(ApiError::NotFound(format!("application '{app}' not found")));
+    }
+    Ok(Json(app_forecast(&state, &p.tenant_id, &app)))
+}

@@ -256,7 +256,7 @@ struct Answer<'a> {
               (status = 409, description = "The pipeline no longer fits the registry (a model was deleted or failed)", body = ErrorBody),
               (status = 422, description = "No variant of a node meets its share of the requirements (the message names the node)", body = ErrorBody),
               (status = 429, description = "A node is overloaded, or the tenant's rate limit", body = ErrorBody),
-              (status = 503, description = "A node's model is not ready yet; retry", body = ErrorBody)))]
+              (status = 503, description = "A node's model is not ready yet (retry), or the query was dropped early under overload (`error_type: dropped`: it could no longer meet its deadline on any variant; the message names the node and the missing time; see the pipeline's `overload` settings)", body = ErrorBody)))]
 pub async fn infer(
     State(state): State<AppState>,
     p: Principal,

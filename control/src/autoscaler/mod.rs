@@ -4,7 +4,9 @@
 //!
 //! - **Model autoscaler** (every `autoscale.model_interval_ms`, 1 s): per model (family) of
 //!   every tenant with running instances, the load to plan for (rows that arrived per second,
-//!   [`demand`]), then Themis' vertical step for overloaded CPU instances, then the greedy
+//!   [`demand`]), then Themis' vertical step for overloaded CPU instances (threads first;
+//!   base-thread replicas once a forecast of the family's next ten seconds needs as many of
+//!   them as the load now), then the greedy
 //!   replicate / upgrade / remove / downgrade decision, then migration of instances that stay
 //!   Interfered.
 //! - **Worker autoscaler** (every `autoscale.worker_interval_ms`, 2 s): adds a worker when a
@@ -45,6 +47,7 @@ use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AutoscaleConfig, WorkerProviderKind};
+use crate::forecasts::{ForecastConfig, Forecasts};
 use crate::platform::ControlPlane;
 use book::{AppKey, Book, FamilyKey, Provisioned};
 
@@ -69,8 +72,23 @@ pub struct Autoscaler {
     process: Option<Arc<ProcessProvider>>,
     book: Mutex<Book>,
     stability: Mutex<HashMap<FamilyKey, Stability>>,
+    /// Per family (tenant, model): forecasts of the rows that arrive per period, keyed by
+    /// period number (Themis §5.1.3: when added threads become base-thread replicas).
+    forecasts: Forecasts,
+    /// Model periods run so far (the forecasts' clock).
+    periods: Mutex<i64>,
     last_take: Mutex<Instant>,
     last_input: Mutex<Option<LastInput>>,
+}
+
+/// Seconds ahead a family's load is forecast (Themis §5.1.3: the next ten seconds).
+const FORECAST_HORIZON_MS: u64 = 10_000;
+
+/// Model periods of `interval_ms` in the forecast's horizon (at least one).
+fn forecast_horizon_periods(interval_ms: u64) -> usize {
+    (FORECAST_HORIZON_MS as f64 / interval_ms.max(10) as f64)
+        .round()
+        .max(1.0) as usize
 }
 
 /// Marks a family busy until dropped (also when its task fails or panics).
@@ -194,6 +212,7 @@ impl Autoscaler {
             return None;
         }
         let (provider, process) = make_provider(&state, &controller_url(addr));
+        let horizon = forecast_horizon_periods(cfg.model_interval_ms);
         let scaler = Arc::new(Autoscaler {
             prices: *state.cluster.prices(),
             cfg,
@@ -202,6 +221,11 @@ impl Autoscaler {
             state,
             book: Mutex::new(Book::default()),
             stability: Mutex::new(HashMap::new()),
+            forecasts: Forecasts::new(ForecastConfig {
+                horizon_s: horizon,
+                ..ForecastConfig::default()
+            }),
+            periods: Mutex::new(0),
             last_take: Mutex::new(Instant::now()),
             last_input: Mutex::new(None),
         });
@@ -362,6 +386,20 @@ impl Autoscaler {
         book.retain_families(&families.keys().cloned().collect());
         let mut keys: Vec<&FamilyKey> = families.keys().collect();
         keys.sort();
+        // Each family's arrivals this period into its forecaster (the forecast judges when
+        // added threads become base-thread replicas).
+        let period_no = {
+            let mut p = lock(&self.periods);
+            *p += 1;
+            *p
+        };
+        self.forecasts
+            .retain(|tenant, model| families.contains_key(&(tenant.into(), model.into())));
+        for &family in &keys {
+            let rows = wanted.get(family).map_or(0, |a| a.rows);
+            self.forecasts
+                .observe(&family.0, &family.1, period_no, rows as f64 / elapsed);
+        }
         let states: Vec<FamilyState> = {
             let mut stability = lock(&self.stability);
             stability.retain(|f, _| families.contains_key(f));
@@ -379,6 +417,7 @@ impl Autoscaler {
                         instances: families[family].1.clone(),
                         load_qps: load,
                         stable_periods: stable,
+                        forecast_max_qps: self.forecasts.max_next(&family.0, &family.1),
                         slo_ms: a.slo_ms,
                         min_accuracy: a.min_accuracy,
                         busy: book.is_busy(family),

@@ -340,6 +340,7 @@ fn prepared_inputs(prepared: &Prepared) -> Prepared {
         shapes: Vec::new(),
         parents: Vec::new(),
         depth: Vec::new(),
+        fastest_rest_ms: Vec::new(),
     }
 }
 

@@ -12,6 +12,7 @@
 //! in memory for the planner and the dashboard.
 
 pub mod accuracy;
+pub mod overload;
 pub mod plan;
 pub mod rows;
 pub mod run;
@@ -50,6 +51,9 @@ pub struct Prepared {
     /// Per node, the model nodes on the longest chain from it to a sink, itself included
     /// (how many shares of the SLO's remainder a node's budget is).
     pub depth: Vec<usize>,
+    /// Per node, the fastest time (ms, batch-1 profiles) the pipeline could still take from
+    /// its start to a sink: the floor early dropping holds a query's deadline to.
+    pub fastest_rest_ms: Vec<f64>,
 }
 
 /// One tensor of a signature: name, datatype, shape with `-1` for the batch dimension.
@@ -124,15 +128,52 @@ pub async fn prepared(
         })?;
     let parents = pipeline.spec.parents();
     let depth = run::depth_to_sink(&pipeline, &parents, &order);
+    let fastest_rest_ms = fastest_rest(state, tenant, &pipeline.spec, &order, &parents, &shapes);
     let p = Arc::new(Prepared {
         pipeline,
         order,
         shapes,
         parents,
         depth,
+        fastest_rest_ms,
     });
     state.pipelines.cache(tenant, name, p.clone());
     Ok(p)
+}
+
+/// Per node, the fastest time from its start to a sink: its own fastest profiled variant
+/// (batch 1, p50) of the models it may run (0 for a combiner, or before any is profiled) plus
+/// the slowest of its children's.
+fn fastest_rest(
+    state: &ControlPlane,
+    tenant: &str,
+    spec: &PipelineSpec,
+    order: &[usize],
+    parents: &[Vec<usize>],
+    shapes: &[validate::NodeShape],
+) -> Vec<f64> {
+    let catalog = state.cluster.catalog();
+    let own: Vec<f64> = shapes
+        .iter()
+        .map(|s| {
+            catalog
+                .variants()
+                .filter(|v| v.entry.tenant_id == tenant && s.models.contains(&v.entry.model))
+                .filter_map(|v| v.entry.variant.latency.first().map(|p| p.p50_ms))
+                .filter(|ms| ms.is_finite() && *ms >= 0.0)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .map(|ms| if ms.is_finite() { ms } else { 0.0 })
+        .collect();
+    let mut rest = own.clone();
+    for &k in order.iter().rev() {
+        let after = (0..spec.nodes.len())
+            .filter(|&c| parents.get(c).is_some_and(|ps| ps.contains(&k)))
+            .map(|c| rest[c])
+            .fold(0.0, f64::max);
+        rest[k] = own[k] + after;
+    }
+    rest
 }
 
 /// A registered pipeline.
@@ -214,7 +255,10 @@ pub async fn create(
     spec: PipelineSpec,
 ) -> Result<Pipeline, Error> {
     let models = state.db.list_models(tenant, None).await?;
-    validate::check(&spec, &validate::Registry { models: &models })?;
+    let (order, _) = validate::check(&spec, &validate::Registry { models: &models })?;
+    if spec.overload.accuracy_scaling {
+        overload::check_tree(&spec, &order)?;
+    }
     // A pipeline is also a model on the Open Inference Protocol: its name must not hide an
     // application or model of the tenant.
     if models
@@ -278,6 +322,33 @@ struct Activity {
     overhead: VecDeque<f64>,
     /// End-to-end accuracies measured on a validation set, by (set's key, models per node).
     measured: HashMap<(String, Vec<String>), accuracy::Measured>,
+    /// Per second: (second, queries answered, sum of their accuracies, queries dropped).
+    quality: VecDeque<(i64, u64, f64, u64)>,
+    /// Queries dropped early, per node, since the controller started.
+    drops: HashMap<String, u64>,
+    /// The accuracy-scaling allocation queries are routed by, if any.
+    loki: Option<Arc<overload::Installed>>,
+}
+
+impl Activity {
+    /// Adds to the current second's quality figures.
+    fn quality(&mut self, sec: i64, answered: u64, accuracy: f64, dropped: u64) {
+        match self.quality.back_mut() {
+            Some(last) if last.0 == sec => {
+                last.1 += answered;
+                last.2 += accuracy;
+                last.3 += dropped;
+            }
+            _ => self.quality.push_back((sec, answered, accuracy, dropped)),
+        }
+        while self
+            .quality
+            .front()
+            .is_some_and(|s| sec - s.0 > SECONDS_KEPT)
+        {
+            self.quality.pop_front();
+        }
+    }
 }
 
 /// Overhead samples kept per pipeline.
@@ -318,6 +389,11 @@ pub struct RecentFigures {
     pub p99_ms: Option<f64>,
     /// Per second: (ms since the Unix epoch, queries answered, within the SLO), oldest first.
     pub seconds: Vec<(i64, u64, u64)>,
+    /// Per second: (ms since the Unix epoch, queries answered, their mean accuracy, queries
+    /// dropped early), oldest first.
+    pub quality: Vec<(i64, u64, Option<f64>, u64)>,
+    /// Queries dropped early per node (since the controller started).
+    pub drops: Vec<(String, u64)>,
 }
 
 /// What the pipelines did recently, per tenant and pipeline (in memory, this controller).
@@ -390,10 +466,12 @@ impl PipelineActivity {
         latency_ms: f64,
         within: bool,
         overhead_ms: f64,
+        accuracy: f64,
     ) {
         let now = infaas_core::time::now_ms() as f64;
         let sec = (now / 1000.0) as i64;
         self.with(tenant, name, |a| {
+            a.quality(sec, 1, if accuracy.is_finite() { accuracy } else { 0.0 }, 0);
             if overhead_ms.is_finite() {
                 a.overhead.push_back(overhead_ms.max(0.0));
                 if a.overhead.len() > OVERHEAD_KEPT {
@@ -436,6 +514,9 @@ impl PipelineActivity {
                 })
                 .collect();
             nodes.sort_by(|x, y| x.0.cmp(&y.0));
+            let mut drops: Vec<(String, u64)> =
+                a.drops.iter().map(|(n, d)| (n.clone(), *d)).collect();
+            drops.sort();
             RecentFigures {
                 nodes,
                 queries_last_minute: e2e.len(),
@@ -445,8 +526,63 @@ impl PipelineActivity {
                     .iter()
                     .map(|(s, n, ok)| (s * 1000, *n, *ok))
                     .collect(),
+                quality: a
+                    .quality
+                    .iter()
+                    .map(|&(s, n, acc, d)| {
+                        let mean = (n > 0).then(|| acc / n as f64);
+                        (s * 1000, n, mean, d)
+                    })
+                    .collect(),
+                drops,
             }
         })
+    }
+
+    /// The pipelines with recorded activity, by (tenant, name).
+    pub fn active(&self) -> Vec<(String, String)> {
+        let map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        map.keys().cloned().collect()
+    }
+
+    /// Arrivals of a pipeline in second `sec` (seconds since the Unix epoch).
+    pub fn arrivals_in_second(&self, tenant: &str, name: &str, sec: i64) -> usize {
+        let (from, to) = ((sec * 1000) as f64, ((sec + 1) * 1000) as f64);
+        self.with(tenant, name, |a| {
+            a.arrivals
+                .iter()
+                .rev()
+                .take_while(|&&t| t >= from)
+                .filter(|&&t| t < to)
+                .count()
+        })
+    }
+
+    /// Records a query dropped early at `node`.
+    pub fn dropped(&self, tenant: &str, name: &str, node: &str) {
+        let sec = infaas_core::time::now_ms() / 1000;
+        self.with(tenant, name, |a| {
+            a.quality(sec, 0, 0.0, 1);
+            *a.drops.entry(node.to_string()).or_default() += 1;
+        });
+    }
+
+    /// Installs the allocation queries of a pipeline are routed by; the mode of the one it
+    /// replaces, if any.
+    pub fn install_allocation(
+        &self,
+        tenant: &str,
+        name: &str,
+        installed: Arc<overload::Installed>,
+    ) -> Option<infaas_scheduler::loki::Mode> {
+        self.with(tenant, name, |a| {
+            a.loki.replace(installed).map(|old| old.allocation.mode)
+        })
+    }
+
+    /// The allocation queries of a pipeline are routed by, if accuracy scaling installed one.
+    pub fn installed(&self, tenant: &str, name: &str) -> Option<Arc<overload::Installed>> {
+        self.with(tenant, name, |a| a.loki.clone())
     }
 
     /// The recorded overhead samples (ms), oldest first.

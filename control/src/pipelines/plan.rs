@@ -99,7 +99,7 @@ pub struct TraceSummary {
 
 /// The model nodes of a pipeline, in run order, with their nearest model-node ancestors
 /// (combine nodes are free and transparent).
-fn model_nodes(spec: &PipelineSpec, order: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+pub(crate) fn model_nodes(spec: &PipelineSpec, order: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
     let parents = spec.parents();
     let is_model = |k: usize| !matches!(spec.nodes[k].kind(), NodeKind::Combine(_));
     let nodes: Vec<usize> = order.iter().copied().filter(|&k| is_model(k)).collect();

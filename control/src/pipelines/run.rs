@@ -15,12 +15,15 @@ use infaas_core::pipeline::{parse_source, NodeKind, Source};
 use infaas_core::Tensor;
 use serde::Serialize;
 
+use infaas_scheduler::loki::{on_arrival, Alternative, Arrival, Decision, DropPolicy, Hop};
+
+use super::overload::Installed;
 use super::rows::{self, NodeRows};
 use super::validate::NodeShape;
 use super::{Pipeline, Prepared};
 use crate::error::Error;
 use crate::platform::ControlPlane;
-use crate::serving::{serve, Goal, Requirements};
+use crate::serving::{serve, serve_by_deadline, Goal, Requirements};
 
 /// What one node did for a query.
 #[derive(Debug, Clone, Serialize)]
@@ -179,6 +182,16 @@ async fn infer_as(
     let longest = depth.iter().copied().max().unwrap_or(1).max(1);
     let node_accuracy = min_accuracy.map(|a| a.powf(1.0 / longest as f64));
 
+    // Accuracy scaling routes every online query along the installed allocation; early
+    // dropping holds every online query with a latency SLO to its deadline.
+    let route = if online && spec.overload.accuracy_scaling {
+        state.pipelines.installed(tenant, &spec.name)
+    } else {
+        None
+    };
+    let mut picks = route.as_ref().map(|r| r.draw(uniform)).unwrap_or_default();
+    let deadline_ms = slo_ms.filter(|_| online && spec.overload.early_dropping);
+
     let all_rows: Vec<usize> = (0..n_rows).collect();
     let request: BTreeMap<&str, &Tensor> = inputs.iter().map(|t| (t.name.as_str(), t)).collect();
     let mut done: Vec<Option<NodeRows>> = vec![None; spec.nodes.len()];
@@ -244,18 +257,82 @@ async fn infer_as(
                     done[k] = Some(NodeRows::default());
                 }
                 kind => {
+                    let task = route.as_ref().and_then(|r| r.task_of.get(&k).copied());
+                    if let Some(deadline) = deadline_ms {
+                        let now = started.elapsed().as_secs_f64() * 1e3;
+                        match hold_deadline(
+                            prepared,
+                            route.as_deref(),
+                            task,
+                            &picks,
+                            k,
+                            now,
+                            deadline,
+                        ) {
+                            Decision::Proceed => {}
+                            Decision::Reroute { task, placement } => {
+                                if let Some(x) = picks.get_mut(task) {
+                                    *x = Some(placement);
+                                }
+                                metrics::counter!("infaas_pipeline_reroutes_total",
+                                    "pipeline" => spec.name.clone(), "node" => node.name.clone())
+                                .increment(1);
+                            }
+                            Decision::Drop { reason } => {
+                                return Err(drop_query(
+                                    state, tenant, spec, node, deadline, &reason,
+                                ));
+                            }
+                        }
+                    }
+                    let routed = match (&route, task) {
+                        (Some(r), Some(t)) => picks
+                            .get(t)
+                            .copied()
+                            .flatten()
+                            .and_then(|p| r.model(t, p))
+                            .map(str::to_string),
+                        _ => None,
+                    };
                     let batch = node_inputs(spec, &shapes[k], &done, &request, &active)?;
                     let pinned = mode
                         .pins
                         .and_then(|pins| pins.get(&node.name))
-                        .map(String::as_str)
-                        .or_else(|| planned_model(p.plan.as_ref(), &node.name))
-                        .map(str::to_string);
+                        .cloned()
+                        .or_else(|| routed.clone())
+                        .or_else(|| planned_model(p.plan.as_ref(), &node.name).map(str::to_string));
+                    // A routed node may take half of what the deadline leaves after the
+                    // budgets of the nodes after it on its chain: the prediction it is held to
+                    // is the profiled time on an idle worker, and the answer still has to get
+                    // back (Loki plans processing within half the SLO for the same reason).
+                    let routed_budget = match (&route, task, deadline_ms) {
+                        (Some(r), Some(t), Some(deadline)) if routed.is_some() => {
+                            let chain = r.chain(t, &picks);
+                            let after: f64 = chain
+                                .iter()
+                                .skip(1)
+                                .map(|&(t2, p)| r.budget_ms(t2, p))
+                                .sum();
+                            let now = started.elapsed().as_secs_f64() * 1e3;
+                            Some(((deadline - now - after) * DEADLINE_SHARE).max(0.1))
+                        }
+                        _ => None,
+                    };
                     let node_req = Requirements {
-                        latency_ms: budget,
-                        min_accuracy: node_accuracy,
+                        latency_ms: if routed.is_some() {
+                            routed_budget
+                        } else {
+                            budget
+                        },
+                        min_accuracy: if routed.is_some() {
+                            None
+                        } else {
+                            node_accuracy
+                        },
                         max_cost: None,
                     };
+                    let reroute = routed.is_some();
+                    let slo_for_drop = deadline_ms.unwrap_or(0.0);
                     let name = node.name.clone();
                     let kind_name = match kind {
                         NodeKind::App(_) => "app",
@@ -274,9 +351,47 @@ async fn infer_as(
                             (None, true) => Goal::App(&target),
                             (None, false) => Goal::Model(&target),
                         };
-                        let out = serve(state, tenant, goal, node_req, batch)
-                            .await
-                            .map_err(|e| node_error(&name, e))?;
+                        let first = if reroute {
+                            serve_by_deadline(state, tenant, goal, node_req, batch.clone()).await
+                        } else {
+                            serve(state, tenant, goal, node_req, batch.clone()).await
+                        };
+                        let out = match first {
+                            Ok(out) => out,
+                            // Loki's opportunistic rerouting: the routed variant cannot make
+                            // the deadline now; the application's variant that can, if any,
+                            // else the query is dropped here.
+                            Err(e) if reroute && is_app && late(&e) => {
+                                metrics::counter!("infaas_pipeline_reroutes_total",
+                                    "pipeline" => spec.name.clone(), "node" => name.clone())
+                                .increment(1);
+                                match serve_by_deadline(
+                                    state,
+                                    tenant,
+                                    Goal::App(&target),
+                                    node_req,
+                                    batch,
+                                )
+                                .await
+                                {
+                                    Ok(out) => out,
+                                    Err(e) if late(&e) => {
+                                        return Err(drop_query(
+                                            state,
+                                            tenant,
+                                            spec,
+                                            node,
+                                            slo_for_drop,
+                                            &format!(
+                                            "no variant of '{target}' makes the deadline now ({e})"
+                                        ),
+                                        ))
+                                    }
+                                    Err(e) => return Err(node_error(&name, e)),
+                                }
+                            }
+                            Err(e) => return Err(node_error(&name, e)),
+                        };
                         let outputs = out.outputs;
                         let run = NodeRun {
                             node: name,
@@ -364,6 +479,7 @@ async fn infer_as(
         latency_ms,
         within,
         latency_ms - model_ms,
+        accuracy,
     );
     metrics::histogram!("infaas_pipeline_latency_seconds", "pipeline" => spec.name.clone())
         .record(latency_ms / 1e3);
@@ -393,6 +509,122 @@ async fn infer_as(
         accuracy,
         nodes,
     })
+}
+
+/// A uniform draw in [0, 1) for routing (a per-thread xorshift: routing needs spread, not
+/// cryptographic quality).
+fn uniform() -> f64 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            0x9E37_79B9_7F4A_7C15 ^ (infaas_core::time::now_ms() as u64).rotate_left(17)
+                ^ (&STATE as *const _ as u64),
+        );
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    })
+}
+
+/// Share of the time a deadline leaves that a routed node's predicted latency may take.
+const DEADLINE_SHARE: f64 = 0.5;
+
+/// Whether a node's error says it cannot serve in time now (no variant meets the budget, or
+/// overloaded), rather than that the query is wrong.
+fn late(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Unsatisfiable { .. } | Error::RateLimited { .. } | Error::Unavailable(_)
+    )
+}
+
+/// Loki's reroute-then-drop decision before model node `k` starts, `now_ms` into a query whose
+/// deadline is `deadline_ms` (both from its arrival): with an allocation installed, the drawn
+/// placements' latency budgets on the longest remaining chain (rerouted first to a faster
+/// placement with spare capacity); without one, the fastest time the rest of the pipeline
+/// could take from `k`.
+fn hold_deadline(
+    prepared: &Prepared,
+    route: Option<&Installed>,
+    task: Option<usize>,
+    picks: &[Option<usize>],
+    k: usize,
+    now_ms: f64,
+    deadline_ms: f64,
+) -> Decision {
+    let spec = &prepared.pipeline.spec;
+    let (hops, alternatives): (Vec<Hop>, &[Alternative]) = match (route, task) {
+        (Some(r), Some(t)) => (
+            r.chain(t, picks)
+                .into_iter()
+                .map(|(t2, p)| Hop {
+                    task: t2,
+                    node: spec.nodes[r.nodes[t2]].name.as_str(),
+                    placement: p,
+                    budget_ms: r.budget_ms(t2, p),
+                })
+                .collect(),
+            &r.alternatives,
+        ),
+        _ => (
+            vec![Hop {
+                task: 0,
+                node: spec.nodes[k].name.as_str(),
+                placement: 0,
+                budget_ms: prepared.fastest_rest_ms.get(k).copied().unwrap_or(0.0),
+            }],
+            &[],
+        ),
+    };
+    on_arrival(
+        DropPolicy::RerouteThenDrop,
+        &Arrival {
+            now_ms,
+            deadline_ms,
+            remaining: &hops,
+            alternatives,
+            previous: None,
+        },
+    )
+}
+
+/// Counts a query dropped at `node` (activity, metrics, usage) and the error that answers it.
+fn drop_query(
+    state: &ControlPlane,
+    tenant: &str,
+    spec: &infaas_core::pipeline::PipelineSpec,
+    node: &infaas_core::pipeline::NodeSpec,
+    slo_ms: f64,
+    reason: &str,
+) -> Error {
+    state.pipelines.dropped(tenant, &spec.name, &node.name);
+    metrics::counter!("infaas_pipeline_drops_total",
+        "pipeline" => spec.name.clone(), "node" => node.name.clone())
+    .increment(1);
+    let app = node.app.as_deref().or(node.model.as_deref()).unwrap_or("");
+    // In usage, a drop is a query of the node's application under variant
+    // `dropped@{pipeline}.{node}` that missed its SLO.
+    let variant = format!("dropped@{}.{}", spec.name, node.name);
+    state.usage.record(&crate::usage::QueryRecord {
+        tenant_id: tenant,
+        app,
+        model: "-",
+        variant: &variant,
+        hardware: "-",
+        rows: 0,
+        latency_ms: slo_ms + 1e-3,
+        slo_ms: Some(slo_ms),
+        cost: 0.0,
+    });
+    Error::Dropped(format!(
+        "pipeline '{}' dropped the query early at node '{}': {reason}",
+        spec.name, node.name
+    ))
 }
 
 fn node_error(node: &str, e: Error) -> Error {

@@ -33,6 +33,8 @@ pub struct NodeStatus {
     pub branch_probability: Option<f64>,
     /// What its instances cost per hour, in dollars.
     pub cost_per_hour: f64,
+    /// Queries dropped early before this node (since the controller started).
+    pub dropped: u64,
 }
 
 /// A pipeline's live figures.
@@ -44,7 +46,14 @@ pub struct PipelineStatus {
     pub slo_ms: Option<f64>,
     /// Per second: (ms since the Unix epoch, queries answered, within the SLO), oldest first.
     pub attainment: Vec<(i64, u64, u64)>,
+    /// Per second: (ms since the Unix epoch, queries answered, their mean accuracy, queries
+    /// dropped early), oldest first.
+    pub quality: Vec<(i64, u64, Option<f64>, u64)>,
     pub cost_per_hour: f64,
+    /// The accuracy-scaling allocation queries are routed by (`overload.accuracy_scaling`).
+    pub overload: Option<super::overload::OverloadStatus>,
+    /// The forecast of the pipeline's arrival rate against the observed one, and its error.
+    pub forecast: Option<crate::forecasts::ForecastView>,
 }
 
 /// The live picture of pipeline `p` of `tenant`.
@@ -104,6 +113,11 @@ pub fn status(state: &ControlPlane, tenant: &str, p: &Prepared) -> PipelineStatu
                     .map(|(p, _)| p)
             }),
             cost_per_hour: rate * 3600.0,
+            dropped: recent
+                .drops
+                .iter()
+                .find(|(node, _)| *node == n.name)
+                .map_or(0, |d| d.1),
         });
     }
     let cost_per_hour = nodes.iter().map(|n| n.cost_per_hour).sum();
@@ -113,6 +127,14 @@ pub fn status(state: &ControlPlane, tenant: &str, p: &Prepared) -> PipelineStatu
         p99_ms: recent.p99_ms,
         slo_ms: spec.slo.latency_ms,
         attainment: recent.seconds,
+        quality: recent.quality,
         cost_per_hour,
+        overload: state
+            .pipelines
+            .installed(tenant, &spec.name)
+            .map(|i| i.status(p)),
+        forecast: state
+            .forecasts
+            .view(tenant, &super::overload::forecast_key(&spec.name)),
     }
 }

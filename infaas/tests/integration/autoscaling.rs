@@ -453,6 +453,132 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     p.stop().await;
 }
 
+/// Forecasts on the running controller: queries sent to an application at a constant rate are
+/// counted per second by the forecasts' loop, and `GET /v1/apps/{app}/forecast` reports the
+/// observed rates, the rates predicted for them one and ten seconds ahead (the latter also for
+/// the seconds to come), the highest rate forecast over the next ten seconds and a finite
+/// error for both horizons; an unknown application and another tenant's are a 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_applications_arrival_rate_is_forecast_on_the_running_loop() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.log_level = "warn".into();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    let other = p.tenant("globex", open_quotas()).await;
+    p.register_ok(
+        &t,
+        &Registration::zoo("digits-mlp-s", APP).text("max_batch", "1"),
+    )
+    .await;
+    p.wait_ready(&t, "digits-mlp-s", Duration::from_secs(180))
+        .await;
+    // Before any query: an empty forecast, not an error.
+    let a = p.get(&t, &format!("/v1/apps/{APP}/forecast")).await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.body["app"], APP);
+    // Unknown, and another tenant's: 404.
+    let a = p.get(&t, "/v1/apps/nope/forecast").await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+    let a = p.get(&other, &format!("/v1/apps/{APP}/forecast")).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{}", a.text);
+
+    let x = zoo_arrays("digits-val.npz")
+        .into_iter()
+        .find(|t| t.name == "x")
+        .unwrap();
+    let row = x.slice_batch(0, 1);
+    let data: Vec<f64> = (0..row.data.len())
+        .map(|k| row.data.get_f64(k).unwrap())
+        .collect();
+    let body =
+        json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data}]});
+    // 20 queries/s until the forecast has judged 10-second predictions on a few seconds.
+    const RATE: f64 = 20.0;
+    let gap = Duration::from_secs_f64(1.0 / RATE);
+    let start = Instant::now();
+    let mut next_check = start + Duration::from_secs(5);
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut i = 0u32;
+    let view = loop {
+        if Instant::now() >= next_check {
+            next_check = Instant::now() + Duration::from_secs(1);
+            let a = p.get(&t, &format!("/v1/apps/{APP}/forecast")).await;
+            assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+            let busy = a.body["observed"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|o| o[1].as_f64().unwrap() > 0.0)
+                .count();
+            if busy >= 15 && a.body["mape_10s"].is_number() {
+                break a.body;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(45),
+                "no forecast judged within 45 s: {}",
+                a.text
+            );
+        }
+        let req = p
+            .http
+            .post(format!("{}/v1/apps/{APP}/infer", p.base))
+            .bearer_auth(&t.token)
+            .json(&body);
+        tasks.spawn(async move { req.send().await.map(|r| r.status().as_u16()) });
+        i += 1;
+        tokio::time::sleep_until(tokio::time::Instant::from_std(start + gap * i)).await;
+    };
+    while tasks.join_next().await.is_some() {}
+    let points = |k: &str| -> Vec<(i64, f64)> {
+        view[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p[0].as_i64().unwrap(), p[1].as_f64().unwrap()))
+            .collect()
+    };
+    let (observed, p1, p10) = (
+        points("observed"),
+        points("predicted_1s"),
+        points("predicted_10s"),
+    );
+    let (m1, m10) = (
+        view["mape_1s"].as_f64().unwrap(),
+        view["mape_10s"].as_f64().unwrap(),
+    );
+    let max = view["max_next_10s"].as_f64().unwrap();
+    println!(
+        "forecast ({}): {} seconds observed, MAPE 1 s {:.1}%, 10 s {:.1}%, max next 10 s {max:.1} queries/s",
+        view["model"],
+        observed.len(),
+        m1 * 100.0,
+        m10 * 100.0
+    );
+    println!("observed: {observed:?}");
+    assert!(!view["model"].as_str().unwrap().is_empty());
+    assert_eq!(view["horizon_s"], 10);
+    // The observed seconds in the middle of the run carry about the rate sent (the first and
+    // the last are partial; a loaded machine sends in bursts).
+    let busy: Vec<f64> = observed.iter().map(|o| o.1).filter(|&r| r > 0.0).collect();
+    let mean = busy.iter().sum::<f64>() / busy.len() as f64;
+    assert!(
+        (0.5 * RATE..=1.5 * RATE).contains(&mean),
+        "mean observed {mean}"
+    );
+    // Seconds ascend; predictions exist for the observed seconds, and 10 s ahead beyond them.
+    assert!(observed.windows(2).all(|w| w[0].0 < w[1].0));
+    let last = observed.last().unwrap().0;
+    assert!(p1.iter().any(|p| p.0 <= last) && p1.last().unwrap().0 == last + 1);
+    assert_eq!(p10.last().unwrap().0, last + 10);
+    // Finite errors, and a forecast of about the rate sent.
+    assert!(m1.is_finite() && m10.is_finite() && m1 >= 0.0 && m10 >= 0.0);
+    assert!(m10 < 2.0, "MAPE 10 s {m10}");
+    assert!(max > 0.25 * RATE && max < 3.0 * RATE, "max next 10 s {max}");
+    p.stop().await;
+}
+
 /// Vertical scaling through a worker process: a worker started with `INFAAS_WORKER_NAME`
 /// registers under that name; an instance loaded there is resized to more intra-op threads
 /// over `POST /cluster/resize` while queries keep being answered, and the worker's heartbeat

@@ -409,6 +409,21 @@ async fn bad_pipelines_are_rejected_naming_the_node_and_tensor() {
             vec!["node 'cheap'", "INT64"],
         ),
         (
+            "accuracy scaling over two roots",
+            Box::new(|d| {
+                d["overload"] = json!({"accuracy_scaling": true});
+                d["nodes"][1].as_object_mut().unwrap().remove("when");
+            }),
+            StatusCode::BAD_REQUEST,
+            vec!["accuracy_scaling", "tree", "cheap", "expert"],
+        ),
+        (
+            "unknown overload setting",
+            Box::new(|d| d["overload"] = json!({"accuracy_scale": true})),
+            StatusCode::BAD_REQUEST,
+            vec!["accuracy_scale"],
+        ),
+        (
             "condition on a missing output",
             Box::new(|d| d["nodes"][1]["when"]["source"] = json!("cheap.scores")),
             StatusCode::BAD_REQUEST,

@@ -92,7 +92,9 @@ pub use themis::{
     StageInstance, Themis, ThemisAction, ThemisConfig, ThemisDecision, ThemisError, ThemisInput,
     ThemisPhase, ThreadProfile,
 };
-pub use vertical::{peak_at, vertical, CpuInstance, Stability, VerticalConfig};
+pub use vertical::{
+    peak_at, vertical, vertical_settling, CpuInstance, Settling, Stability, VerticalConfig,
+};
 pub use workers::{scale_workers, worker_period, WorkerConfig, WorkerPeriod, WorkerView};
 
 /// Thresholds and weights of model autoscaling; see the module documentation.

@@ -3,7 +3,9 @@
 //!
 //! 1. per family without an action under way, **vertical first**: its Overloaded CPU
 //!    instances get more intra-op threads while the load changes, and return to base threads
-//!    once it is stable ([`vertical`]). A family being rebalanced is left out of the next
+//!    once it has settled: stable for some periods, or, with a forecast of the family's load,
+//!    once the forecast needs the same base-thread instances as the load now
+//!    ([`vertical_settling`], Themis §5.1.3). A family being rebalanced is left out of the next
 //!    step this period; one that got threads goes on to it, for what the threads do not cover
 //!    (only to add: a replica or a faster variant, never to remove);
 //! 2. **horizontal** over the families: the load each must serve at base threads (its
@@ -24,8 +26,8 @@ use std::collections::HashMap;
 use infaas_core::HardwareKind;
 
 use crate::autoscale::{
-    migrations, peak_at, vertical, Action, ActionKind, CpuInstance, FamilyDemand, MigrationConfig,
-    Plan, ScalingConfig, ScalingError, ScalingInput, VerticalConfig,
+    migrations, peak_at, vertical_settling, Action, ActionKind, CpuInstance, FamilyDemand,
+    MigrationConfig, Plan, ScalingConfig, ScalingError, ScalingInput, Settling, VerticalConfig,
 };
 use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot};
@@ -44,6 +46,11 @@ pub struct FamilyState<'a> {
     pub load_qps: f64,
     /// Consecutive periods its load has been stable ([`crate::autoscale::Stability`]).
     pub stable_periods: usize,
+    /// The highest load (rows/s) forecast over the next horizon (Themis §5.1.3: ten
+    /// seconds), when a forecaster has seen enough of the family's arrivals. When given, it
+    /// judges when the load has settled enough to trade added threads for base-thread
+    /// instances, instead of `stable_periods` ([`Settling::Forecast`]).
+    pub forecast_max_qps: Option<f64>,
     /// Tightest SLO and highest minimum accuracy of its queries in the period.
     pub slo_ms: Option<f64>,
     pub min_accuracy: Option<f64>,
@@ -160,7 +167,14 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             .sum();
         let mut extra = extra;
         if cfg.vertical_enabled {
-            let acts = vertical(&cpu, &free, fam.stable_periods, &input.prices, vcfg);
+            let settling = match fam.forecast_max_qps {
+                Some(max_qps) if max_qps.is_finite() && max_qps >= 0.0 => Settling::Forecast {
+                    load_qps: fam.load_qps,
+                    max_qps,
+                },
+                _ => Settling::Periods(fam.stable_periods),
+            };
+            let acts = vertical_settling(&cpu, &free, settling, &input.prices, vcfg);
             let mut rebalance = false;
             for a in acts {
                 match a.kind {
@@ -385,6 +399,7 @@ mod tests {
             instances: vec![i],
             load_qps: 1500.0,
             stable_periods: 0,
+            forecast_max_qps: None,
             slo_ms: None,
             min_accuracy: None,
             busy: false,
@@ -410,6 +425,70 @@ mod tests {
                 _ => None,
             })
             .unwrap_or(0)
+    }
+
+    /// A CPU instance raised to 4 threads (peak 1,000 rows/s at its 1 base thread) asked for
+    /// 1,500 rows/s after no stable period, with `forecast` as the family's forecast: the
+    /// replicas and threads of the vertical step's rebalance, if any.
+    fn rebalance_with(forecast: Option<f64>) -> Option<(usize, usize)> {
+        let mut b = Snapshot::builder();
+        let mut v = variant("v", "m", 0.9, 1.0);
+        v.latency = vec![point(1, 1.0), point(8, 8.0)];
+        let v = b.add_variant("acme", v).unwrap();
+        let mut w = worker("w", &[HardwareKind::Cpu], 0.1);
+        w.cores_used = 4;
+        b.add_worker(w).unwrap();
+        let i = b
+            .add_instance(InstanceEntry {
+                qps: 1500.0,
+                ..instance("i", v, 0)
+            })
+            .unwrap();
+        let s = b.build();
+        let families = [FamilyState {
+            tenant: "acme",
+            model: "m",
+            instances: vec![i],
+            load_qps: 1500.0,
+            stable_periods: 0,
+            forecast_max_qps: forecast,
+            slo_ms: None,
+            min_accuracy: None,
+            busy: false,
+        }];
+        let input = PeriodInput {
+            snapshot: &s,
+            families: &families,
+            threads: &[4],
+            ages_ms: &[],
+            releasable: &[],
+            interfered_periods: &[],
+            prices: Prices::default(),
+            config: PeriodConfig {
+                vertical_enabled: true,
+                ..PeriodConfig::default()
+            },
+        };
+        model_period(&input, greedy)
+            .actions
+            .iter()
+            .find_map(|(_, a)| match a.kind {
+                ActionKind::Rebalance {
+                    threads, replicas, ..
+                } => Some((replicas, threads)),
+                _ => None,
+            })
+    }
+
+    /// The family's forecast reaches the vertical step: a forecast that the load stays turns
+    /// the threads into a base-thread replica at once (before: only after `stable_periods`);
+    /// without one, the stable-periods judgment gives unneeded threads back in place.
+    #[test]
+    fn the_forecast_of_the_family_settles_the_transition() {
+        assert_eq!(rebalance_with(Some(1550.0)), Some((1, 1)));
+        assert_eq!(rebalance_with(None), Some((0, 2)));
+        // Forecast to fall to one instance's worth: in place too.
+        assert_eq!(rebalance_with(Some(500.0)), Some((0, 2)));
     }
 
     /// Threads count against the cores they run on: within its budget of 8 threads, the

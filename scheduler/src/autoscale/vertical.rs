@@ -3,11 +3,18 @@
 //! While the load is changing, an Overloaded CPU instance whose worker has spare cores gets more
 //! intra-op threads in place ([`ActionKind::AddThreads`]): it takes effect at once, where a new
 //! replica would first have to load. Threads the load no longer needs are given back as fast
-//! ([`ActionKind::Rebalance`] without replicas). Once the load has been stable for
-//! [`VerticalConfig::stable_periods`] periods, an instance running above its variant's base
-//! threads is split back into instances at base threads ([`ActionKind::Rebalance`]) when that
-//! needs fewer cores: by Amdahl's law, `k` instances of `t` cores serve at least as much as one
-//! of `k * t` cores (Themis §5.1.1).
+//! ([`ActionKind::Rebalance`] without replicas). Once the load has settled, an instance running
+//! above its variant's base threads is split back into instances at base threads
+//! ([`ActionKind::Rebalance`]) when that needs fewer cores: by Amdahl's law, `k` instances of `t`
+//! cores serve at least as much as one of `k * t` cores (Themis §5.1.1).
+//!
+//! When the load has settled ([`Settling`]): without a forecast, once it has been stable for
+//! [`VerticalConfig::stable_periods`] periods ([`Stability`]); with one (Themis §5.1.3), when
+//! the highest load forecast over the next horizon needs as many base-thread instances as the
+//! load now, instance by instance (each with its share of the family's load): the surge stays
+//! and the configuration for it will not change. While the forecast is above (the load still
+//! rises) or below (it falls) that, threads are added or given back in place, so a surge that
+//! ends returns to the cheapest configuration without replicas that would soon be removed.
 //!
 //! Throughput at `t` threads follows Amdahl's law with parallel fraction `p`:
 //! `peak(t) = peak(base) * s(t) / s(base)`, `s(t) = 1 / ((1 - p) + p / t)`.
@@ -119,8 +126,88 @@ pub fn peak_at(i: &CpuInstance, threads: usize, cfg: &VerticalConfig) -> f64 {
     i.base_peak_qps * speedup(threads, p) / speedup(i.base_threads, p)
 }
 
+/// How a family's load is judged settled enough to trade added threads for base-thread
+/// instances; see the module documentation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Settling {
+    /// Consecutive periods the load has been stable ([`Stability`]): settled from
+    /// [`VerticalConfig::stable_periods`] on.
+    Periods(usize),
+    /// Themis §5.1.3: the family's load now and the highest load forecast over the next
+    /// horizon, rows/s.
+    Forecast {
+        /// The family's load now (what the instances' `demand_qps` are shares of).
+        load_qps: f64,
+        /// The highest load forecast over the horizon.
+        max_qps: f64,
+    },
+}
+
+/// Base-thread instances of `i`'s variant that serve `demand` rows/s with `cfg.headroom`.
+fn base_instances(i: &CpuInstance, demand: f64, cfg: &VerticalConfig) -> usize {
+    if i.base_peak_qps <= 0.0 {
+        return 1;
+    }
+    ((cfg.headroom * demand.max(0.0) / i.base_peak_qps).ceil() as usize).max(1)
+}
+
+impl Settling {
+    /// Whether the load of the family of `instances` has settled, and why (for the reasons
+    /// of the actions).
+    pub fn judge(&self, instances: &[CpuInstance], cfg: &VerticalConfig) -> (bool, String) {
+        match *self {
+            Settling::Periods(p) => (
+                p >= cfg.stable_periods,
+                if p >= cfg.stable_periods {
+                    format!("load stable for {p} periods")
+                } else {
+                    format!("load not stable: {p} < {} periods", cfg.stable_periods)
+                },
+            ),
+            Settling::Forecast { load_qps, max_qps } => {
+                let n = instances.len().max(1) as f64;
+                // Each instance's share of the forecast, as of the load now.
+                let forecast = |i: &CpuInstance| {
+                    if load_qps > 0.0 {
+                        i.demand_qps * max_qps / load_qps
+                    } else {
+                        max_qps / n
+                    }
+                };
+                let (now, then): (usize, usize) = instances
+                    .iter()
+                    .map(|i| {
+                        (
+                            base_instances(i, i.demand_qps, cfg),
+                            base_instances(i, forecast(i), cfg),
+                        )
+                    })
+                    .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+                let settled = !instances.is_empty()
+                    && max_qps.is_finite()
+                    && instances.iter().all(|i| {
+                        base_instances(i, i.demand_qps, cfg) == base_instances(i, forecast(i), cfg)
+                    });
+                let why = format!(
+                    "forecast max {max_qps:.0} rows/s over the horizon against {load_qps:.0} now: \
+                     {then} base-thread instance(s) against {now}"
+                );
+                (
+                    settled,
+                    if settled {
+                        format!("load settled ({why})")
+                    } else {
+                        format!("load not settled ({why})")
+                    },
+                )
+            }
+        }
+    }
+}
+
 /// Vertical decisions for one period. `free_cores[w]` is worker `w`'s spare cores;
-/// `stable_periods` how long the load has been stable ([`Stability`]).
+/// `stable_periods` how long the load has been stable ([`Stability`]). The same as
+/// [`vertical_settling`] with [`Settling::Periods`].
 pub fn vertical(
     instances: &[CpuInstance],
     free_cores: &[usize],
@@ -128,10 +215,29 @@ pub fn vertical(
     prices: &Prices,
     cfg: &VerticalConfig,
 ) -> Vec<Action> {
+    vertical_settling(
+        instances,
+        free_cores,
+        Settling::Periods(stable_periods),
+        prices,
+        cfg,
+    )
+}
+
+/// Vertical decisions for one period of one family, whose load has settled or not as
+/// `settling` judges. `free_cores[w]` is worker `w`'s spare cores.
+pub fn vertical_settling(
+    instances: &[CpuInstance],
+    free_cores: &[usize],
+    settling: Settling,
+    prices: &Prices,
+    cfg: &VerticalConfig,
+) -> Vec<Action> {
     let core = prices.cpu_core_per_s;
     let mut free = free_cores.to_vec();
     let mut actions = Vec::new();
-    if stable_periods < cfg.stable_periods {
+    let (settled, why) = settling.judge(instances, cfg);
+    if !settled {
         // Surge: most overloaded first.
         let mut order: Vec<&CpuInstance> = instances
             .iter()
@@ -160,7 +266,7 @@ pub fn vertical(
                 },
                 reason: format!(
                     "instance {} overloaded: demand {:.0} rows/s, peak {:.0} rows/s at {} threads; \
-                     {to} threads give {:.0} rows/s{} (load not stable: {stable_periods} < {} periods)",
+                     {to} threads give {:.0} rows/s{} ({why})",
                     i.instance,
                     i.demand_qps,
                     peak_at(i, i.threads, cfg),
@@ -171,7 +277,6 @@ pub fn vertical(
                     } else {
                         ", all the worker's spare cores allow"
                     },
-                    cfg.stable_periods,
                 ),
                 cost_before_per_s: i.threads as f64 * core,
                 cost_after_per_s: to as f64 * core,
@@ -214,7 +319,7 @@ pub fn vertical(
         if i.threads <= i.base_threads || i.base_peak_qps <= 0.0 {
             continue;
         }
-        let k = ((cfg.headroom * i.demand_qps / i.base_peak_qps).ceil() as usize).max(1);
+        let k = base_instances(i, i.demand_qps, cfg);
         let cores_after = k * i.base_threads;
         let new_cores = (k - 1) * i.base_threads;
         if cores_after >= i.threads || new_cores > spare {
@@ -228,7 +333,7 @@ pub fn vertical(
                 replicas: k - 1,
             },
             reason: format!(
-                "load stable for {stable_periods} periods: instance {} at {} threads serves {:.0} rows/s; \
+                "{why}: instance {} at {} threads serves {:.0} rows/s; \
                  {k} instance(s) at {} threads give {:.0} rows/s on {cores_after} cores instead of {}",
                 i.instance,
                 i.threads,
@@ -373,6 +478,68 @@ mod tests {
             ..overloaded(150.0)
         };
         assert!(vertical(&[small], &[8], 5, &PRICES, &cfg).is_empty());
+    }
+
+    /// Themis §5.1.3 on the running period: with a forecast, a scaled-up instance is split into
+    /// base-thread instances as soon as the forecast of the next horizon needs as many of them
+    /// as the load now, without waiting for stable periods (before: only after
+    /// `stable_periods`, whatever the load was going to do); when the forecast falls or rises,
+    /// threads are given back or added in place instead, however long the load was stable.
+    #[test]
+    fn a_forecast_decides_when_threads_become_replicas() {
+        let cfg = VerticalConfig::default();
+        let big = CpuInstance {
+            state: InstanceState::Active,
+            threads: 8,
+            ..overloaded(250.0)
+        };
+        let forecast = |max_qps| Settling::Forecast {
+            load_qps: 250.0,
+            max_qps,
+        };
+        // The surge stays (260 rows/s forecast: three base instances, as now): split at once,
+        // after no stable period at all.
+        let a = vertical_settling(&[big], &[4], forecast(260.0), &PRICES, &cfg);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::Rebalance {
+                instance: 4,
+                threads: 1,
+                replicas: 2
+            }
+        );
+        assert!(a[0].reason.contains("load settled"), "{}", a[0].reason);
+        // Stable-periods judgment of the same period: threads only given back in place.
+        let old = vertical(&[big], &[4], 0, &PRICES, &cfg);
+        assert!(matches!(
+            old[0].kind,
+            ActionKind::Rebalance { replicas: 0, .. }
+        ));
+        // The surge ends (90 rows/s forecast: one base instance): no replicas that would
+        // soon be removed; the threads the load now does not need are given back in place.
+        let a = vertical_settling(&[big], &[4], forecast(90.0), &PRICES, &cfg);
+        assert_eq!(a.len(), 1, "{a:?}");
+        let ActionKind::Rebalance {
+            threads,
+            replicas: 0,
+            ..
+        } = a[0].kind
+        else {
+            panic!("{a:?}")
+        };
+        assert!(threads < 8 && peak_at(&big, threads, &cfg) >= cfg.headroom * 250.0);
+        // Still rising (400 rows/s forecast): an overloaded instance gets threads, though
+        // the stable-periods judgment would have called the load stable.
+        let a = vertical_settling(&[overloaded(250.0)], &[8], forecast(400.0), &PRICES, &cfg);
+        assert!(
+            matches!(a[0].kind, ActionKind::AddThreads { from: 1, .. }),
+            "{a:?}"
+        );
+        assert!(a[0].reason.contains("not settled"), "{}", a[0].reason);
+        assert!(vertical(&[overloaded(250.0)], &[8], 9, &PRICES, &cfg).is_empty());
+        // A forecast that is not a number settles nothing.
+        let (settled, _) = forecast(f64::NAN).judge(&[big], &cfg);
+        assert!(!settled);
     }
 
     #[test]

@@ -192,6 +192,7 @@ pub async fn app_page(
         latency_chart: latency.to_svg(),
         throughput_chart: throughput.to_svg(),
         cost_chart: cost.to_svg(),
+        forecast: forecast_panel(&crate::routes::cluster::forecast_view(state, tenant, app)),
         variants: report::by_variant(&rows),
         models: models.iter().map(model_row).collect(),
         form,
@@ -451,6 +452,21 @@ pub(super) async fn jobs_page(
         apps: apps.into_iter().map(|(a, _)| a.name).collect(),
         models,
     })
+}
+
+/// The dashboard's forecast panel of an application's or a pipeline's arrival rate.
+pub(crate) fn forecast_panel(
+    f: &infaas_control::forecasts::ForecastView,
+) -> infaas_web::dashboard::ForecastPanel {
+    infaas_web::dashboard::forecast_panel(
+        &f.model,
+        &f.observed,
+        &f.predicted_1s,
+        &f.predicted_10s,
+        f.max_next_10s,
+        f.mape_1s,
+        f.mape_10s,
+    )
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use infaas_control::pipelines::{self, Pipeline};
 use infaas_core::pipeline::{NodeKind, PipelineSpec};
 use infaas_web::format;
 use infaas_web::pipelines::{
-    attainment_chart, condition_label, example_document, graph_svg, GraphNode, NodeRow,
-    PipelinePage, PipelineRow, PipelinesPage, PlanNodeRow, PlanView, Switch,
+    attainment_chart, condition_label, example_document, graph_svg, quality_charts, GraphNode,
+    NodeRow, PipelinePage, PipelineRow, PipelinesPage, PlanNodeRow, PlanView, Switch,
 };
 use serde::Deserialize;
 
@@ -330,6 +330,10 @@ pub async fn show(
     };
     let target = spec.slo.latency_ms.map(|_| spec.slo.percentile() / 100.0);
     let chart = attainment_chart(&seconds, target);
+    let quality = status
+        .as_ref()
+        .map_or_else(|| recent.quality.clone(), |s| s.quality.clone());
+    let (accuracy_chart, load_chart) = quality_charts(&quality);
     let charted: Vec<&(i64, u64, u64)> = match chart.minutes.first() {
         Some(&from) => seconds.iter().filter(|s| s.0 >= from).collect(),
         None => Vec::new(),
@@ -357,6 +361,21 @@ pub async fn show(
         },
         cost: cost.map_or_else(|| "–".into(), per_hour),
         attainment_chart: chart.to_svg(),
+        accuracy_chart: accuracy_chart.to_svg(),
+        load_chart: load_chart.to_svg(),
+        forecast: status
+            .as_ref()
+            .and_then(|s| s.forecast.as_ref())
+            .map(super::pages::forecast_panel),
+        overload: status.as_ref().and_then(|s| s.overload.as_ref()).map(|o| {
+            format!(
+                "{}: relative accuracy {:.3}, planned for {:.1} q/s, {} of the demand served",
+                o.mode.replace('_', " "),
+                o.relative_accuracy,
+                o.demand_qps,
+                format::percent(o.served_fraction)
+            )
+        }),
         plan: pipeline.plan.as_ref().map(plan_view),
         validation: pipeline
             .validation

@@ -124,6 +124,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/apps/{app}/forecast": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Observed and forecast arrival rates of an application, with the forecasts' errors. */
+        get: operations["forecast"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/apps/{app}/infer": {
         parameters: {
             query?: never;
@@ -613,6 +630,33 @@ export interface components {
         AppDetail: {
             models: components["schemas"]["ModelView"][];
             name: string;
+        };
+        /**
+         * @description Forecast of an application's arrival rate (Themis §5.1.3): the queries that arrived per
+         *     second over the last ten minutes, the rates predicted for them one and ten seconds ahead,
+         *     the highest rate forecast over the next ten seconds and the errors of both horizons.
+         *     Points are `[second since the Unix epoch, queries/s]`; errors are fractions.
+         */
+        AppForecast: {
+            app: string;
+            /** @description Seconds ahead of `predicted_10s` and `max_next_10s`. */
+            horizon_s: number;
+            /** Format: double */
+            mape_10s?: number | null;
+            /**
+             * Format: double
+             * @description Mean absolute percentage error of the 1-second predictions (null before there is one).
+             */
+            mape_1s?: number | null;
+            /** Format: double */
+            max_next_10s: number;
+            /** @description The forecasting model in use (it is re-fitted on the application's history). */
+            model: string;
+            observed: number[][];
+            /** @description The rate predicted for each second ten seconds before it (including seconds to come). */
+            predicted_10s: number[][];
+            /** @description The rate predicted for each second one second before it. */
+            predicted_1s: number[][];
         };
         AppList: {
             apps: components["schemas"]["AppSummary"][];
@@ -1765,6 +1809,64 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AppDetail"];
+                };
+            };
+            /** @description A parameter outside its documented schema (the message names it) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    forecast: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Application name */
+                app: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AppForecast"];
                 };
             };
             /** @description A parameter outside its documented schema (the message names it) */
@@ -3327,7 +3429,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description A node's model is not ready yet; retry */
+            /** @description A node's model is not ready yet (retry), or the query was dropped early under overload (`error_type: dropped`: it could no longer meet its deadline on any variant; the message names the node and the missing time; see the pipeline's `overload` settings) */
             503: {
                 headers: {
                     [name: string]: unknown;

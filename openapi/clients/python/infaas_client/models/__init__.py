@@ -2,6 +2,7 @@
 
 from .api_key_view import ApiKeyView
 from .app_detail import AppDetail
+from .app_forecast import AppForecast
 from .app_list import AppList
 from .app_summary import AppSummary
 from .create_key_request import CreateKeyRequest
@@ -71,6 +72,7 @@ from .worker_view import WorkerView
 __all__ = (
     "ApiKeyView",
     "AppDetail",
+    "AppForecast",
     "AppList",
     "AppSummary",
     "CreatedKey",
