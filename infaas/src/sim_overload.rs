@@ -83,6 +83,12 @@ pub struct SimOverloadArgs {
     /// Re-planning period, s.
     #[arg(long, default_value_t = 10.0)]
     replan_s: f64,
+    /// Re-plan only every --replan-s: no re-plan on a significant change of demand between
+    /// periods (by default every policy checks every second whether the last 2 s of arrivals
+    /// exceed the planned-for estimate by 25% or fall 40% below it, and re-plans at once,
+    /// the plan taking effect 0.5 s later).
+    #[arg(long)]
+    no_replan_on_change: bool,
     /// An experiment beyond Loki: the frontend drops what a loki plan does not carry (its
     /// served fraction) on arrival, instead of spreading it over every placement.
     #[arg(long)]
@@ -114,7 +120,7 @@ fn percent(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
-fn print_table(e: &OverloadEval) {
+fn print_table(e: &OverloadEval, settings: &OverloadSettings) {
     let workers: Vec<String> = e.workers.iter().map(|(k, n)| format!("{k}={n}")).collect();
     println!(
         "SIMULATED. {} ({}), SLO {:.0} ms, workers {}: full-accuracy capacity {:.1} q/s (hardware scaling){}",
@@ -143,11 +149,12 @@ fn print_table(e: &OverloadEval) {
     for w in &e.workloads {
         let n = &w.name;
         header.push_str(&format!(
-            " | {:>9} {:>7} {:>8} {:>7}",
+            " | {:>9} {:>7} {:>8} {:>7} {:>6}",
             format!("{n}:viol"),
             "acc",
             "dropped",
-            "workers"
+            "workers",
+            "chg"
         ));
     }
     println!("{header}");
@@ -180,11 +187,12 @@ fn print_table(e: &OverloadEval) {
         for w in &e.workloads {
             match r.runs.get(&w.name) {
                 Some(s) => line.push_str(&format!(
-                    " | {:>9} {:>7.3} {:>8} {:>7.1}",
+                    " | {:>9} {:>7.3} {:>8} {:>7.1} {:>6}",
                     percent(s.violation_ratio),
                     s.relative_accuracy,
                     percent(s.dropped as f64 / s.arrivals.max(1) as f64),
-                    s.workers_mean
+                    s.workers_mean,
+                    s.change_replans
                 )),
                 None => line.push_str(" | -"),
             }
@@ -192,8 +200,16 @@ fn print_table(e: &OverloadEval) {
         println!("{line}");
     }
     println!(
-        "  (capacity: largest steady Poisson demand with <= 1% SLO violations; cap13: the same keeping >= 87% relative accuracy; acc: mean accuracy of the queries answered within the SLO, relative to the most accurate variants; viol: (late + dropped) / queries; {} plans in {:.1} s, {:.1} s in all)",
-        e.plans_made, e.planning_s, e.wall_s
+        "  (capacity: largest steady Poisson demand with <= 1% SLO violations; cap13: the same keeping >= 87% relative accuracy; acc: mean accuracy of the queries answered within the SLO, relative to the most accurate variants; viol: (late + dropped) / queries; chg: re-plans on a change of demand; re-planning every {} s{}; {} plans in {:.1} s, {:.1} s in all)",
+        settings.replan_s,
+        if settings.replan_on_change {
+            " and on a change of demand"
+        } else {
+            " only"
+        },
+        e.plans_made,
+        e.planning_s,
+        e.wall_s
     );
 }
 
@@ -237,6 +253,7 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
             ..LokiSettings::default()
         },
         replan_s: args.replan_s,
+        replan_on_change: !args.no_replan_on_change,
         seed: args.seed,
         step_s,
         step_high: args.peak,
@@ -305,7 +322,7 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
         let e = evaluate(&mut o, spec, policies, &workloads, args.capacity_s > 0.0)
             .with_context(|| format!("evaluating pipeline '{}'", spec.name))?;
         if !args.json {
-            print_table(&e);
+            print_table(&e, &settings);
             println!();
         }
         evals.push(e);

@@ -15,7 +15,11 @@
 //! [`OverloadSettings::replan_s`] (10 s, Loki §4.2) the resource manager estimates the demand
 //! as an exponentially weighted moving average (weight 0.7 on the last period) of the arrival
 //! rate and asks the policy for a plan: per task, placements (a variant's instances, its batch
-//! and latency budget) and routing tables. Plans are made for the estimate over a target
+//! and latency budget) and routing tables. Between periods it re-plans on a significant change
+//! of demand (Loki §4.2, [`OverloadSettings::replan_on_change`], every policy alike): every
+//! second the arrival rate of the last 2 s is compared with the estimate the current plan was
+//! made for, and beyond +25% / -40% of it a plan for that rate takes effect 0.5 s later (a
+//! fixed stand-in for the solve) and the period restarts from it. Plans are made for the estimate over a target
 //! utilisation ([`OverloadSettings::utilisation`], 0.85) and the routing tables are
 //! MostAccurateFirst over the placements with their capacities derated to it (Algorithm 1
 //! fills the most accurate placements to 100% of their full-batch throughput, where a batched
@@ -350,6 +354,26 @@ pub struct OverloadSettings {
     pub replan_s: f64,
     /// Weight of the latest period's rate in the demand's EWMA.
     pub ewma_alpha: f64,
+    /// Loki §4.2's re-plan on a significant change of demand between periodic invocations
+    /// (every policy that re-plans, EWMA estimates only): every [`Self::change_check_s`] the
+    /// arrival rate of the last [`Self::change_window_s`] is compared with the estimate the
+    /// current plan was made for; above it by more than [`Self::change_up`] or below it by more
+    /// than [`Self::change_down`], a plan is made at once for that rate, takes effect
+    /// [`Self::change_delay_s`] later, and the periodic re-planning restarts from it.
+    pub replan_on_change: bool,
+    /// Period of the change check, s.
+    pub change_check_s: f64,
+    /// The window of the recent arrival rate the check compares, s.
+    pub change_window_s: f64,
+    /// Relative rise of the recent rate over the planned-for estimate that triggers a re-plan.
+    pub change_up: f64,
+    /// Relative fall of the recent rate below it that triggers a re-plan.
+    pub change_down: f64,
+    /// Delay before a change-triggered plan takes effect, s: a fixed stand-in for the MILP's
+    /// solve (about 300 ms in Loki; its measured time here depends on the machine and is zero
+    /// for a cached plan, so a fixed delay keeps runs comparable). Periodic plans take effect
+    /// at once, as before.
+    pub change_delay_s: f64,
     /// Target utilisation of a placement: plans are made for the estimate divided by it, and
     /// the routing tables fill each placement up to this fraction of its capacity (a batched
     /// queue fed at 100% of its full-batch throughput never drains).
@@ -385,6 +409,12 @@ impl Default for OverloadSettings {
             loki: LokiSettings::default(),
             replan_s: 10.0,
             ewma_alpha: 0.7,
+            replan_on_change: true,
+            change_check_s: 1.0,
+            change_window_s: 2.0,
+            change_up: 0.25,
+            change_down: 0.40,
+            change_delay_s: 0.5,
             utilisation: 0.85,
             seed: 1,
             step_s: [60.0, 120.0, 60.0],
@@ -668,22 +698,81 @@ impl Overload {
         let mut window = 0usize;
         let mut i = 0usize;
         let mut last_t = 0.0;
+        // Re-planning on a change of demand (EWMA estimates only: a fixed estimate is the
+        // true demand already).
+        let set = &self.settings;
+        let on_change = set.replan_on_change
+            && matches!(estimate, Estimate::Ewma { .. })
+            && set.change_check_s > 0.0
+            && set.change_window_s > 0.0;
+        let check_ms = set.change_check_s * 1e3;
+        let change_window_ms = set.change_window_s * 1e3;
+        let delay_ms = set.change_delay_s.max(0.0) * 1e3;
+        let (up, down) = (set.change_up, set.change_down);
+        let mut next_check = if on_change {
+            check_ms.max(change_window_ms)
+        } else {
+            f64::INFINITY
+        };
+        // The estimate the current (or pending) plan was made for.
+        let mut planned_for = first;
+        // A change-triggered plan and when it takes effect.
+        let mut pending: Option<(f64, Rc<Plan>, f64)> = None;
+        // First arrival of the change window.
+        let mut recent_from = 0usize;
         loop {
             let t_event = sim.events.peek().map(|e| e.at);
             let t_arrival = arrivals_ms.get(i).copied();
-            let replan_due = t_arrival.is_some_and(|a| a >= next_replan);
-            if replan_due && t_event.is_none_or(|e| e >= next_replan) {
-                let rate = window as f64 / self.settings.replan_s;
-                window = 0;
-                if let Estimate::Ewma { .. } = estimate {
-                    est = self.settings.ewma_alpha * rate + (1.0 - self.settings.ewma_alpha) * est;
+            let t_pending = pending.as_ref().map_or(f64::INFINITY, |p| p.0);
+            let t_ctrl = next_replan.min(next_check).min(t_pending);
+            let ctrl_due = t_arrival.is_some_and(|a| a >= t_ctrl);
+            if ctrl_due && t_event.is_none_or(|e| e >= t_ctrl) {
+                if t_pending <= t_ctrl {
+                    let Some((at, plan, for_qps)) = pending.take() else {
+                        unreachable!("t_pending is finite")
+                    };
+                    sim.workers_ms += sim.plan.workers as f64 * (at - last_t);
+                    last_t = at;
+                    sim.replan(plan, at, &self.problem);
+                    sim.set_admission(&self.settings, for_qps);
+                } else if next_replan <= t_ctrl {
+                    let rate = window as f64 / self.settings.replan_s;
+                    window = 0;
+                    if let Estimate::Ewma { .. } = estimate {
+                        est = self.settings.ewma_alpha * rate
+                            + (1.0 - self.settings.ewma_alpha) * est;
+                    }
+                    sim.workers_ms += sim.plan.workers as f64 * (next_replan - last_t);
+                    last_t = next_replan;
+                    let plan = self.plan(policy, est)?;
+                    sim.replan(plan, next_replan, &self.problem);
+                    sim.set_admission(&self.settings, est);
+                    planned_for = est;
+                    next_replan += period_ms;
+                } else {
+                    let now = next_check;
+                    next_check += check_ms;
+                    // One solve at a time: no check while a plan is being made.
+                    if pending.is_none() {
+                        let from = now - change_window_ms;
+                        while recent_from < i && arrivals_ms[recent_from] < from {
+                            recent_from += 1;
+                        }
+                        let recent = (i - recent_from) as f64 / self.settings.change_window_s;
+                        if recent > planned_for * (1.0 + up) || recent < planned_for * (1.0 - down)
+                        {
+                            sim.stats.change_replans += 1;
+                            sim.stats.change_replans_at_s.push(now / 1e3);
+                            est = recent;
+                            planned_for = recent;
+                            let plan = self.plan(policy, recent)?;
+                            pending = Some((now + delay_ms, plan, recent));
+                            // The periodic re-planning restarts from this plan.
+                            window = 0;
+                            next_replan = now + period_ms;
+                        }
+                    }
                 }
-                sim.workers_ms += sim.plan.workers as f64 * (next_replan - last_t);
-                last_t = next_replan;
-                let plan = self.plan(policy, est)?;
-                sim.replan(plan, next_replan, &self.problem);
-                sim.set_admission(&self.settings, est);
-                next_replan += period_ms;
                 continue;
             }
             match (t_event, t_arrival) {
@@ -856,6 +945,12 @@ pub struct RunStats {
     pub workers_mean: f64,
     /// Plans that changed during the run.
     pub replans: usize,
+    /// Re-plans triggered by a significant change of demand
+    /// ([`OverloadSettings::replan_on_change`]).
+    pub change_replans: usize,
+    /// When each of them was decided, s.
+    #[serde(skip)]
+    pub change_replans_at_s: Vec<f64>,
     /// Re-planning periods whose plan scaled accuracy.
     pub accuracy_scaled_periods: usize,
 }
@@ -1839,6 +1934,54 @@ mod tests {
         assert!(loki.relative_accuracy > 0.5, "{loki:?}");
         assert!(loki.accuracy_scaled_periods > 0, "{loki:?}");
         assert_eq!(inferline.accuracy_scaled_periods, 0, "{inferline:?}");
+    }
+
+    #[test]
+    fn replanning_on_a_change_of_demand_reacts_within_seconds_of_a_step() {
+        // A 10-s period, the step at 10 s: without the change check the first plan for the
+        // step comes at 20 s.
+        let mut o = setup();
+        o.settings.replan_s = 10.0;
+        let arrivals = step(&o);
+        let step_at = o.settings.step_s[0];
+        let loki = Policy::Loki(DropPolicy::RerouteThenDrop);
+        let mut by = BTreeMap::new();
+        for on in [true, false] {
+            o.settings.replan_on_change = on;
+            for policy in Policy::MAIN {
+                by.insert((on, policy.name()), run(&mut o, policy, &arrivals));
+            }
+        }
+        for policy in Policy::MAIN {
+            let (with, without) = (&by[&(true, policy.name())], &by[&(false, policy.name())]);
+            assert_eq!(without.change_replans, 0, "{without:?}");
+            assert!(without.change_replans_at_s.is_empty(), "{without:?}");
+            // Decided within 2.5 s of the step (the check runs every second over the last 2 s),
+            // and again when the step ends.
+            let first = with
+                .change_replans_at_s
+                .iter()
+                .find(|&&t| t > step_at)
+                .copied();
+            assert!(
+                first.is_some_and(|t| t <= step_at + 2.5),
+                "{policy:?}: {with:?}"
+            );
+            let back = step_at + o.settings.step_s[1];
+            assert!(
+                with.change_replans_at_s
+                    .iter()
+                    .any(|&t| t > back && t <= back + 2.5),
+                "{policy:?}: {with:?}"
+            );
+            assert_eq!(with.change_replans, with.change_replans_at_s.len());
+            assert!(with.replans > without.replans, "{with:?}\n{without:?}");
+        }
+        let (with, without) = (&by[&(true, loki.name())], &by[&(false, loki.name())]);
+        assert!(
+            with.violation_ratio < without.violation_ratio,
+            "on {with:?}\noff {without:?}"
+        );
     }
 
     #[test]

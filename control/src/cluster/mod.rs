@@ -526,7 +526,19 @@ impl Cluster {
                         .or(v.latency.last()),
                     typical,
                 ) {
-                    (Some(max), Some(t)) => (peak_qps(max.batch, max.mean_ms), t.p99_ms),
+                    // An instance resized in place serves at its threads' peak (Amdahl),
+                    // not its variant's: judged against the profile, it would stay
+                    // Overloaded after the threads that relieve it.
+                    (Some(max), Some(t)) => (
+                        infaas_scheduler::autoscale::vertical::amdahl_peak(
+                            peak_qps(max.batch, max.mean_ms),
+                            v.threads.max(1),
+                            i.threads.max(1),
+                            infaas_scheduler::autoscale::VerticalConfig::default()
+                                .parallel_fraction,
+                        ),
+                        t.p99_ms,
+                    ),
                     _ => continue,
                 };
                 let figures = InstanceFigures {

@@ -9,7 +9,10 @@
 //!   cluster cannot (the most accurate mix of variants and paths that does). The chosen
 //!   instances are loaded, MostAccurateFirst routing tables are built
 //!   ([`infaas_scheduler::loki::most_accurate_first`]) and installed: every query then runs
-//!   each node on the variant its table draws. A change between hardware and accuracy scaling
+//!   each node on the variant its table draws. Between periods, a demand over the last 2 s
+//!   more than 1.25x (or under half) what the allocation planned for re-plans at once (Loki
+//!   §4.2: "if it detects a significant change in the demand between its periodic
+//!   invocations"). A change between hardware and accuracy scaling
 //!   is a scaling event of the nodes' applications (`pipeline-accuracy-scaling`,
 //!   `pipeline-hardware-scaling`).
 //! - **Early dropping** (every pipeline with a latency SLO, unless
@@ -41,6 +44,12 @@ use crate::platform::ControlPlane;
 pub const PERIOD: Duration = Duration::from_secs(10);
 /// Weight of the newest second in the demand's moving average.
 const EWMA_ALPHA: f64 = 0.3;
+/// Window of the demand compared with the installed allocation's between periods, seconds.
+pub const CHANGE_WINDOW_S: f64 = 2.0;
+/// A rise of the demand beyond this factor of what the allocation planned for re-plans at once.
+pub const CHANGE_UP: f64 = 1.25;
+/// A fall below this factor re-plans at once.
+pub const CHANGE_DOWN: f64 = 0.5;
 /// Share of the profiled throughput an allocation plans to use: profiles are measured on an
 /// idle worker, and the cores also serve the HTTP edge and the other tenants' queries (Loki
 /// plans dedicated GPUs at their profiled rate; shared CPUs need the margin).
@@ -358,31 +367,65 @@ async fn period(state: &ControlPlane) {
             return;
         }
     };
-    let now = infaas_core::time::now_ms() as f64;
     for row in rows {
-        let (tenant, name) = (row.tenant_id.clone(), row.name.clone());
-        let Ok(prepared) = super::prepared(state, &tenant, &name).await else {
-            continue;
-        };
-        if !prepared.pipeline.spec.overload.accuracy_scaling {
-            continue;
-        }
-        let arrivals = state.pipelines.arrivals(&tenant, &name, 60_000.0);
-        // The demand: its moving average, or the forecast of the next 10 s when higher.
-        let forecast = state
-            .forecasts
-            .max_next(&tenant, &forecast_key(&name))
-            .filter(|f| f.is_finite());
-        let d = demand(&arrivals, now).max(forecast.unwrap_or(0.0));
-        let installed = match allocate(state, &tenant, &prepared, d).await {
-            Ok(i) => i,
-            Err(e) => {
-                tracing::warn!(pipeline = %name, error = %e, "accuracy scaling skipped a period");
-                continue;
-            }
-        };
-        carry_out(state, &tenant, &name, &prepared, installed).await;
+        replan(state, &row.tenant_id, &row.name).await;
     }
+}
+
+/// Plans pipeline `name` again now, if it has accuracy scaling: the demand is its moving
+/// average, or the forecast of the next 10 s when higher.
+async fn replan(state: &ControlPlane, tenant: &str, name: &str) {
+    let Ok(prepared) = super::prepared(state, tenant, name).await else {
+        return;
+    };
+    if !prepared.pipeline.spec.overload.accuracy_scaling {
+        return;
+    }
+    let now = infaas_core::time::now_ms() as f64;
+    let arrivals = state.pipelines.arrivals(tenant, name, 60_000.0);
+    let forecast = state
+        .forecasts
+        .max_next(tenant, &forecast_key(name))
+        .filter(|f| f.is_finite());
+    let d = demand(&arrivals, now).max(forecast.unwrap_or(0.0));
+    match allocate(state, tenant, &prepared, d).await {
+        Ok(installed) => carry_out(state, tenant, name, &prepared, installed).await,
+        Err(e) => tracing::warn!(pipeline = %name, error = %e, "accuracy scaling skipped a period"),
+    }
+}
+
+/// Loki §4.2: between periods, the demand of the last [`CHANGE_WINDOW_S`] seconds against
+/// the demand the installed allocation was planned for; true when it has risen above
+/// [`CHANGE_UP`] times or fallen below [`CHANGE_DOWN`] times that.
+pub fn changed(recent_qps: f64, planned_qps: f64) -> bool {
+    let planned = planned_qps * UTILISATION_TARGET;
+    // Within a query per second of the plan is no change (idle pipelines stay planned).
+    (recent_qps - planned).abs() > 1.0
+        && (recent_qps > planned * CHANGE_UP || recent_qps < planned * CHANGE_DOWN)
+}
+
+/// The pipelines whose demand changed significantly since their allocation (see [`changed`]).
+fn changed_pipelines(state: &ControlPlane, now_ms: f64) -> Vec<(String, String)> {
+    state
+        .pipelines
+        .active()
+        .into_iter()
+        .filter(|(tenant, name)| {
+            let Some(installed) = state.pipelines.installed(tenant, name) else {
+                return false;
+            };
+            // Not twice within a window: the new allocation's loads need the time.
+            if now_ms - (installed.at_ms as f64) < CHANGE_WINDOW_S * 1000.0 {
+                return false;
+            }
+            let recent = state
+                .pipelines
+                .arrivals(tenant, name, CHANGE_WINDOW_S * 1000.0)
+                .len() as f64
+                / CHANGE_WINDOW_S;
+            changed(recent, installed.allocation.demand_qps)
+        })
+        .collect()
 }
 
 /// Loads the allocation's instances, installs its routing, and records a change of mode.
@@ -475,6 +518,13 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         feed_forecasts(&state, infaas_core::time::now_ms().div_euclid(1000) - 1);
         if n.is_multiple_of(every) {
             period(&state).await;
+        } else {
+            let now = infaas_core::time::now_ms() as f64;
+            for (tenant, name) in changed_pipelines(&state, now) {
+                metrics::counter!("infaas_pipeline_overload_replans_total", "pipeline" => name.clone())
+                    .increment(1);
+                replan(&state, &tenant, &name).await;
+            }
         }
         n += 1;
     }
@@ -483,6 +533,18 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_significant_change_of_demand_replans() {
+        // Planned for 100 q/s (166.7 at the utilisation target).
+        let planned = 100.0 / UTILISATION_TARGET;
+        assert!(!changed(100.0, planned));
+        assert!(!changed(120.0, planned));
+        assert!(changed(130.0, planned));
+        assert!(!changed(55.0, planned));
+        assert!(changed(45.0, planned));
+        assert!(!changed(0.0, 0.5 / UTILISATION_TARGET));
+    }
 
     #[test]
     fn demand_follows_a_surge_at_once_and_smooths_a_lull() {

@@ -103,6 +103,13 @@ fn sim_overload_shows_loki_carrying_the_overload_that_hardware_scaling_cannot() 
         f(&loki, "violation_ratio") * 2.0 < f(&inferline, "violation_ratio"),
         "loki {loki}\ninferline {inferline}"
     );
+    // Re-planning on a change of demand (on by default) reacts to the step.
+    for policy in ["inferline", "per_stage", "loki"] {
+        assert!(
+            f(&step(policy), "change_replans") > 0.0,
+            "{policy}: {stdout}"
+        );
+    }
     // The catalogue's least accurate path keeps 0.36 / 0.81 = 0.44 of the best.
     assert!(f(&loki, "relative_accuracy") > 0.5, "{loki}");
     assert!(

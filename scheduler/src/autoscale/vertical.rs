@@ -122,8 +122,19 @@ fn speedup(threads: usize, p: f64) -> f64 {
 
 /// Saturation throughput of `i` at `threads` threads (Amdahl).
 pub fn peak_at(i: &CpuInstance, threads: usize, cfg: &VerticalConfig) -> f64 {
-    let p = cfg.parallel_fraction;
-    i.base_peak_qps * speedup(threads, p) / speedup(i.base_threads, p)
+    amdahl_peak(
+        i.base_peak_qps,
+        i.base_threads,
+        threads,
+        cfg.parallel_fraction,
+    )
+}
+
+/// Saturation throughput at `threads` threads of an instance that saturates at `base_peak`
+/// with `base_threads` (Amdahl, parallel fraction `p`): what an instance resized in place is
+/// judged against (its state, [`crate::instance_state`]).
+pub fn amdahl_peak(base_peak: f64, base_threads: usize, threads: usize, p: f64) -> f64 {
+    base_peak * speedup(threads, p) / speedup(base_threads, p)
 }
 
 /// How a family's load is judged settled enough to trade added threads for base-thread
@@ -352,6 +363,15 @@ pub fn vertical_settling(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resized_instance_is_judged_against_its_threads_peak() {
+        let p = VerticalConfig::default().parallel_fraction;
+        assert_eq!(amdahl_peak(100.0, 1, 1, p), 100.0);
+        let two = amdahl_peak(100.0, 1, 2, p);
+        assert!(two > 170.0 && two < 200.0, "{two}");
+        assert!((amdahl_peak(two, 2, 1, p) - 100.0).abs() < 1e-9);
+    }
 
     const PRICES: Prices = Prices {
         cpu_core_per_s: 1.0,
