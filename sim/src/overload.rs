@@ -84,7 +84,7 @@ use serde::Serialize;
 
 use crate::catalogue::Profile;
 use crate::pipeline::{
-    branch_draw, options_for, pipelines, OptionSettings, PipelineSpec, StageSpec,
+    branch_draw, pipelines, plan_nodes, OptionSettings, PipelineError, PipelineSpec, StageSpec,
 };
 
 /// The cluster of Loki's bench (`scheduler/benches/loki.rs`): workers per pool.
@@ -167,8 +167,9 @@ pub enum OverloadError {
 }
 
 /// The Loki problem of a pipeline on a cluster: every option of each stage's family (the
-/// simulator's [`options_for`] with its default settings: CPU with 4 cores an instance, GPU
-/// Pascal and Ampere), the bench's cluster shape, SLO `slo_ms`; the demand is set per plan.
+/// simulator's [`crate::pipeline::options_for`] with its default settings: CPU with 4 cores
+/// an instance, GPU Pascal and Ampere), the bench's cluster shape, SLO `slo_ms`; the demand
+/// is set per plan.
 pub fn loki_problem(
     spec: &PipelineSpec,
     catalogue: &[Profile],
@@ -178,8 +179,6 @@ pub fn loki_problem(
     if spec.stages.is_empty() || spec.stages.len() > MAX_TASKS {
         return Err(OverloadError::NotATree(spec.name.into()));
     }
-    let settings = OptionSettings::default();
-    let mut nodes = Vec::new();
     for (i, s) in spec.stages.iter().enumerate() {
         let tree = if i == 0 {
             s.parents.is_empty()
@@ -189,21 +188,19 @@ pub fn loki_problem(
         if !tree {
             return Err(OverloadError::NotATree(spec.name.into()));
         }
-        let options = options_for(catalogue, s.family, &settings);
-        if options.is_empty() {
-            return Err(OverloadError::NoProfile {
-                pipeline: spec.name.into(),
-                stage: s.name.into(),
-                family: s.family.into(),
-            });
-        }
-        nodes.push(PlanNode {
-            name: s.name.into(),
-            parents: s.parents.clone(),
-            branch_probability: s.branch_probability,
-            options,
-        });
     }
+    let nodes = plan_nodes(spec, catalogue, &OptionSettings::default()).map_err(|e| match e {
+        PipelineError::NoProfile {
+            pipeline,
+            stage,
+            family,
+        } => OverloadError::NoProfile {
+            pipeline,
+            stage,
+            family,
+        },
+        other => OverloadError::NotATree(other.to_string()),
+    })?;
     Ok(LokiProblem::new(
         nodes,
         0.0,

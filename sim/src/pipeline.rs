@@ -1175,6 +1175,18 @@ pub fn problem_for(
     slo_ms: f64,
     settings: &OptionSettings,
 ) -> Result<PlanProblem, PipelineError> {
+    Ok(PlanProblem::new(
+        plan_nodes(spec, catalogue, settings)?,
+        slo_ms,
+    ))
+}
+
+/// A catalogue pipeline's stages as planning nodes, each with every option of its family.
+pub fn plan_nodes(
+    spec: &PipelineSpec,
+    catalogue: &[Profile],
+    settings: &OptionSettings,
+) -> Result<Vec<PlanNode>, PipelineError> {
     let mut nodes = Vec::new();
     for s in &spec.stages {
         let options = options_for(catalogue, s.family, settings);
@@ -1192,7 +1204,7 @@ pub fn problem_for(
             options,
         });
     }
-    Ok(PlanProblem::new(nodes, slo_ms))
+    Ok(nodes)
 }
 
 /// The best estimated end-to-end accuracy of a problem (every node on its most accurate
