@@ -146,14 +146,9 @@ pub fn overload_pipeline(name: &str) -> Option<PipelineSpec> {
 pub enum OverloadError {
     #[error("unknown pipeline '{name}'; expected one of {}", OVERLOAD_PIPELINES.join(", "))]
     Unknown { name: String },
-    #[error(
-        "pipeline '{pipeline}', stage '{stage}': the catalogue has no profile of family '{family}'"
-    )]
-    NoProfile {
-        pipeline: String,
-        stage: String,
-        family: String,
-    },
+    /// A stage's family has no profile in the catalogue.
+    #[error(transparent)]
+    Catalogue(#[from] PipelineError),
     #[error(
         "pipeline '{0}' is not a rooted tree of at most {MAX_TASKS} tasks in topological order"
     )]
@@ -189,18 +184,7 @@ pub fn loki_problem(
             return Err(OverloadError::NotATree(spec.name.into()));
         }
     }
-    let nodes = plan_nodes(spec, catalogue, &OptionSettings::default()).map_err(|e| match e {
-        PipelineError::NoProfile {
-            pipeline,
-            stage,
-            family,
-        } => OverloadError::NoProfile {
-            pipeline,
-            stage,
-            family,
-        },
-        other => OverloadError::NotATree(other.to_string()),
-    })?;
+    let nodes = plan_nodes(spec, catalogue, &OptionSettings::default())?;
     Ok(LokiProblem::new(
         nodes,
         0.0,

@@ -89,17 +89,23 @@ fn signature(prepared: &Prepared) -> Result<Signature, Error> {
     })
 }
 
-/// Reads and checks a set against the pipeline's inputs.
-fn read(prepared: &Prepared, bytes: &[u8]) -> Result<ValidationSet, Error> {
-    let arrays = infaas_protocol::npz::read_npz(bytes)
-        .map_err(|e| Error::Invalid(format!("the validation set is not a valid NPZ file: {e}")))?;
-    match_validation(&signature(prepared)?, arrays).map_err(|e| {
-        Error::Invalid(format!(
-            "the validation set does not fit pipeline '{}': {}",
-            prepared.pipeline.spec.name,
-            e.to_string().replace("of the model", "of the pipeline")
-        ))
+/// Reads a set and checks it against the pipeline's inputs, off the async threads.
+async fn read(prepared: &Prepared, bytes: bytes::Bytes) -> Result<ValidationSet, Error> {
+    let sig = signature(prepared)?;
+    let name = prepared.pipeline.spec.name.clone();
+    tokio::task::spawn_blocking(move || {
+        let arrays = infaas_protocol::npz::read_npz(&bytes).map_err(|e| {
+            Error::Invalid(format!("the validation set is not a valid NPZ file: {e}"))
+        })?;
+        match_validation(&sig, arrays).map_err(|e| {
+            Error::Invalid(format!(
+                "the validation set does not fit pipeline '{name}': {}",
+                e.to_string().replace("of the model", "of the pipeline")
+            ))
+        })
     })
+    .await
+    .map_err(Error::internal)?
 }
 
 /// The output the labels grade (`asked`, or the pipeline's only output) and its classes
@@ -159,13 +165,7 @@ pub async fn upload(
     }
     let prepared = super::prepared(state, tenant, name).await?;
     let (output, classes) = graded_output(&prepared, output)?;
-    let set = {
-        let prepared = prepared.clone();
-        let bytes = bytes.clone();
-        tokio::task::spawn_blocking(move || read(&prepared, &bytes))
-            .await
-            .map_err(Error::internal)??
-    };
+    let set = read(&prepared, bytes.clone()).await?;
     if let Some(c) = classes {
         if let Some((row, label)) = set
             .labels
@@ -282,12 +282,7 @@ pub async fn measure(
     let spec = &prepared.pipeline.spec;
     let name = spec.name.as_str();
     let bytes = state.objects.get_bytes(&info.key).await?;
-    let set = {
-        let p = prepared_inputs(prepared);
-        tokio::task::spawn_blocking(move || read(&p, &bytes))
-            .await
-            .map_err(Error::internal)??
-    };
+    let set = read(prepared, bytes).await?;
     let (combos, estimated) = combinations(models, MAX_COMBINATIONS);
     let mut out = Measurement {
         estimated,
@@ -330,18 +325,6 @@ pub async fn measure(
         out.measured += 1;
     }
     Ok(Some(out))
-}
-
-/// A copy of the parts of `prepared` that [`read`] needs, to move into a blocking task.
-fn prepared_inputs(prepared: &Prepared) -> Prepared {
-    Prepared {
-        pipeline: prepared.pipeline.clone(),
-        order: Vec::new(),
-        shapes: Vec::new(),
-        parents: Vec::new(),
-        depth: Vec::new(),
-        fastest_rest_ms: Vec::new(),
-    }
 }
 
 /// Runs the whole set through the pipeline with `pins`, [`CHUNK_ROWS`] rows per query.

@@ -595,11 +595,17 @@ impl PipelineActivity {
         self.with(tenant, name, |a| {
             let last = a.arrivals.back().copied().unwrap_or(0.0);
             let now = (infaas_core::time::now_ms() as f64).max(last);
-            a.arrivals
+            // Newest first, stopping at the window's start: the deque holds an hour of
+            // arrivals and the control loops ask for the last seconds every second.
+            let mut recent: Vec<f64> = a
+                .arrivals
                 .iter()
+                .rev()
                 .copied()
-                .filter(|t| now - t <= window_ms)
-                .collect()
+                .take_while(|t| now - t <= window_ms)
+                .collect();
+            recent.reverse();
+            recent
         })
     }
 
