@@ -87,7 +87,7 @@ use crate::pipeline::{
     branch_draw, pipelines, plan_nodes, OptionSettings, PipelineError, PipelineSpec, StageSpec,
 };
 
-/// The cluster of Loki's bench (`scheduler/benches/loki.rs`): workers per pool.
+/// The cluster of Loki's bench (`sim/benches/loki.rs`): workers per pool.
 pub const WORKERS: [(&str, usize); 3] = [("cpu", 8), ("gpu_pascal", 6), ("gpu_ampere", 6)];
 /// The default end-to-end SLO, ms (processing along a path gets half of it, Loki §4.1).
 pub const SLO_MS: f64 = 600.0;
