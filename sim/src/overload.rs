@@ -77,7 +77,7 @@ use std::time::Instant;
 use infaas_scheduler::loki::{
     allocate, alternatives, hardware_scaling, most_accurate_first, on_arrival, Allocation,
     Alternative, Arrival, Decision, DropPolicy, Hop, LokiError, LokiProblem, LokiSettings,
-    Placement, RoutingTables, Spent,
+    Placement, ReplanRule, RoutingTables, Spent,
 };
 use infaas_scheduler::pipeline::PlanNode;
 use serde::Serialize;
@@ -689,7 +689,11 @@ impl Overload {
         let check_ms = set.change_check_s * 1e3;
         let change_window_ms = set.change_window_s * 1e3;
         let delay_ms = set.change_delay_s.max(0.0) * 1e3;
-        let (up, down) = (set.change_up, set.change_down);
+        let rule = ReplanRule {
+            up: set.change_up,
+            down: set.change_down,
+            min_change_qps: 0.0,
+        };
         let mut next_check = if on_change {
             check_ms.max(change_window_ms)
         } else {
@@ -740,8 +744,7 @@ impl Overload {
                             recent_from += 1;
                         }
                         let recent = (i - recent_from) as f64 / self.settings.change_window_s;
-                        if recent > planned_for * (1.0 + up) || recent < planned_for * (1.0 - down)
-                        {
+                        if rule.changed(recent, planned_for) {
                             sim.stats.change_replans += 1;
                             sim.stats.change_replans_at_s.push(now / 1e3);
                             est = recent;

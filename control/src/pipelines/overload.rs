@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::loki::{
-    self, Allocation, Alternative, LokiProblem, LokiSettings, RoutingTables,
+    self, Allocation, Alternative, LokiProblem, LokiSettings, ReplanRule, RoutingTables,
 };
 use infaas_store::db::NewScalingEvent;
 use serde::{Deserialize, Serialize};
@@ -46,10 +46,13 @@ pub const PERIOD: Duration = Duration::from_secs(10);
 const EWMA_ALPHA: f64 = 0.3;
 /// Window of the demand compared with the installed allocation's between periods, seconds.
 pub const CHANGE_WINDOW_S: f64 = 2.0;
-/// A rise of the demand beyond this factor of what the allocation planned for re-plans at once.
-pub const CHANGE_UP: f64 = 1.25;
-/// A fall below this factor re-plans at once.
-pub const CHANGE_DOWN: f64 = 0.5;
+/// A rise beyond 1.25x or a fall below half of what the allocation planned for re-plans at
+/// once; within a query per second of it never does.
+pub const REPLAN: ReplanRule = ReplanRule {
+    up: 0.25,
+    down: 0.5,
+    min_change_qps: 1.0,
+};
 /// Share of the profiled throughput an allocation plans to use: profiles are measured on an
 /// idle worker, and the cores also serve the HTTP edge and the other tenants' queries (Loki
 /// plans dedicated GPUs at their profiled rate; shared CPUs need the margin).
@@ -395,13 +398,10 @@ async fn replan(state: &ControlPlane, tenant: &str, name: &str) {
 }
 
 /// Loki §4.2: between periods, the demand of the last [`CHANGE_WINDOW_S`] seconds against
-/// the demand the installed allocation was planned for; true when it has risen above
-/// [`CHANGE_UP`] times or fallen below [`CHANGE_DOWN`] times that.
+/// the demand the installed allocation was planned for (`planned_qps` is over the utilisation
+/// target), by [`REPLAN`].
 pub fn changed(recent_qps: f64, planned_qps: f64) -> bool {
-    let planned = planned_qps * UTILISATION_TARGET;
-    // Within a query per second of the plan is no change (idle pipelines stay planned).
-    (recent_qps - planned).abs() > 1.0
-        && (recent_qps > planned * CHANGE_UP || recent_qps < planned * CHANGE_DOWN)
+    REPLAN.changed(recent_qps, planned_qps * UTILISATION_TARGET)
 }
 
 /// The pipelines whose demand changed significantly since their allocation (see [`changed`]).

@@ -170,6 +170,29 @@ pub enum LokiError {
     Violated(String),
 }
 
+/// When the resource manager plans again between its periods (Loki §4.2: "if it detects a
+/// significant change in the demand between its periodic invocations"): the recent demand
+/// against the demand the installed allocation was made for. The controller and the simulator
+/// both ask it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplanRule {
+    /// A rise by more than this fraction of the planned demand re-plans (0.25: 25% above).
+    pub up: f64,
+    /// A fall by more than this fraction re-plans (0.5: below half).
+    pub down: f64,
+    /// Changes of at most this many queries per second never re-plan (idle pipelines).
+    pub min_change_qps: f64,
+}
+
+impl ReplanRule {
+    /// Whether `recent_qps` differs enough from `planned_qps` to plan again now.
+    pub fn changed(&self, recent_qps: f64, planned_qps: f64) -> bool {
+        (recent_qps - planned_qps).abs() > self.min_change_qps
+            && (recent_qps > planned_qps * (1.0 + self.up)
+                || recent_qps < planned_qps * (1.0 - self.down))
+    }
+}
+
 /// Which step of the resource manager produced an allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Mode {
