@@ -1807,6 +1807,12 @@ mod tests {
             step_s: [10.0, 30.0, 10.0],
             replan_s: 5.0,
             capacity_s: 10.0,
+            // Plans must not depend on how fast a loaded test machine solves: a limit the
+            // small problems here never reach.
+            loki: LokiSettings {
+                time_limit: std::time::Duration::from_secs(10),
+                ..LokiSettings::default()
+            },
             ..OverloadSettings::default()
         };
         let spec = overload_pipeline("detect-classify").unwrap();

@@ -57,6 +57,9 @@ fn sim_overload_shows_loki_carrying_the_overload_that_hardware_scaling_cannot() 
             "5",
             "--capacity-s",
             "6",
+            // Plans must not depend on how fast a loaded machine solves.
+            "--time-limit-ms",
+            "10000",
             "--json",
         ])
         .arg("--profiles")
