@@ -215,6 +215,11 @@ pub struct AutoscaleConfig {
     pub vertical: bool,
     /// Most intra-op threads vertical scaling gives one instance.
     pub vertical_max_threads: usize,
+    /// Parallel fraction `p` of a model's run time in Amdahl's law, by which vertical scaling
+    /// predicts an instance's throughput at more threads (`s(t) = 1 / ((1 - p) + p / t)`)
+    /// and judges a resized instance's state. 0.9 suits dense models on dedicated cores; on
+    /// cores shared with other work the gain of a thread is smaller.
+    pub vertical_parallel_fraction: f64,
     /// Periods of stable load after which scaled-up instances return to base threads.
     pub stable_periods: usize,
     /// Consecutive Interfered periods before an instance is migrated.
@@ -259,6 +264,7 @@ impl Default for AutoscaleConfig {
             lambda_per_s: 0.1,
             vertical: true,
             vertical_max_threads: 16,
+            vertical_parallel_fraction: 0.9,
             stable_periods: 5,
             migration_periods: 3,
             worker_provider: WorkerProviderKind::Process,
@@ -310,6 +316,9 @@ impl AutoscaleConfig {
         }
         if !(self.interference_factor.is_finite() && self.interference_factor > 1.0) {
             return bad("interference_factor must be above 1");
+        }
+        if !(self.vertical_parallel_fraction > 0.0 && self.vertical_parallel_fraction <= 1.0) {
+            return bad("vertical_parallel_fraction must be a fraction in (0, 1]");
         }
         if self.vertical_max_threads == 0 || self.migration_periods == 0 {
             return bad("vertical_max_threads and migration_periods must be at least 1");

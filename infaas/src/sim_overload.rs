@@ -13,7 +13,8 @@ use infaas_scheduler::loki::LokiSettings;
 use infaas_sim::catalogue::read_proteus;
 use infaas_sim::overload::{
     evaluate, loki_problem, overload_pipeline, overload_pipelines, step_arrivals, trace_arrivals,
-    Overload, OverloadEval, OverloadSettings, Policy, Workload, OVERLOAD_PIPELINES,
+    AccuracyCeiling, Overload, OverloadEval, OverloadSettings, Policy, Workload,
+    OVERLOAD_PIPELINES,
 };
 use infaas_sim::pipeline::{input_arrivals, Input};
 use infaas_sim::trace::Trace;
@@ -96,6 +97,10 @@ pub struct SimOverloadArgs {
     /// Time limit of each of Loki's MILP allocations, ms.
     #[arg(long, default_value_t = 400)]
     time_limit_ms: u64,
+    /// Time limit of each MILP solve of the catalogue's accuracy ceiling (with the capacity
+    /// search), ms: a solve stopped by it leaves the ceiling NOT PROVED.
+    #[arg(long, default_value_t = 10_000)]
+    ceiling_time_limit_ms: u64,
 }
 
 fn workers(specs: &[String]) -> anyhow::Result<BTreeMap<String, usize>> {
@@ -120,10 +125,29 @@ fn percent(x: f64) -> String {
     format!("{:.2}%", x * 100.0)
 }
 
+/// The catalogue's ceiling at the accuracy bound, for the table's header line.
+fn ceiling_text(c: &AccuracyCeiling, ratio_to_inferline: Option<f64>) -> String {
+    format!(
+        "; the catalogue's ceiling at >= {:.0}% relative accuracy (any plan, p99 budgets): {:.1} q/s ({} inferline's capacity; not carried at {}; {} MILP solves in {:.1} s{})",
+        c.min_relative_accuracy * 100.0,
+        c.qps,
+        ratio_to_inferline.map_or("-".into(), |x| format!("{x:.2}x")),
+        c.fails_at_qps
+            .map_or("256x the full-accuracy capacity".into(), |q| format!("{q:.1} q/s")),
+        c.probes.len(),
+        c.solve_s,
+        if c.proved {
+            ""
+        } else {
+            "; NOT PROVED: a solve stopped at its time limit"
+        }
+    )
+}
+
 fn print_table(e: &OverloadEval, settings: &OverloadSettings) {
     let workers: Vec<String> = e.workers.iter().map(|(k, n)| format!("{k}={n}")).collect();
     println!(
-        "SIMULATED. {} ({}), SLO {:.0} ms, workers {}: full-accuracy capacity {:.1} q/s (hardware scaling){}",
+        "SIMULATED. {} ({}), SLO {:.0} ms, workers {}: full-accuracy capacity {:.1} q/s (hardware scaling){}{}",
         e.pipeline,
         e.description,
         e.slo_ms,
@@ -134,6 +158,10 @@ fn print_table(e: &OverloadEval, settings: &OverloadSettings) {
                 "; loki's plans (p99 budgets) say they carry up to {p:.1} q/s ({:.2}x)",
                 p / e.full_accuracy_capacity_qps
             ))
+            .unwrap_or_default(),
+        e.accuracy_ceiling
+            .as_ref()
+            .map(|c| ceiling_text(c, e.accuracy_ceiling_ratio_to_inferline))
             .unwrap_or_default()
     );
     for w in &e.workloads {
@@ -259,6 +287,7 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
         step_high: args.peak,
         trace_peak: args.peak,
         capacity_s: args.capacity_s,
+        ceiling_time_limit: Duration::from_millis(args.ceiling_time_limit_ms.max(1)),
         admission: args.admission,
         ..OverloadSettings::default()
     };

@@ -119,11 +119,14 @@ impl WorkerEntry {
         self.cores.saturating_sub(self.cores_used)
     }
 
-    /// Cores of the worker's CPU that are idle now (`cpu_cores` less its busy fraction): what
-    /// more threads on this worker can use. Threads given beyond these add no capacity.
+    /// Cores of the worker's CPU that are idle now (`cpu_cores` less its busy fraction, to the
+    /// nearest core): what more threads on this worker can use. Threads given beyond these add
+    /// no capacity. To the nearest, not down: a worker whose one busy instance thread takes a
+    /// core and whose serving takes a little of the other still has most of a core for one
+    /// more thread.
     pub fn idle_cpu_cores(&self) -> usize {
         let idle = (1.0 - self.utilisation.clamp(0.0, 1.0)) * self.cpu_cores as f64;
-        (idle + 1e-9).floor() as usize
+        idle.round() as usize
     }
 
     pub fn free_memory(&self) -> u64 {

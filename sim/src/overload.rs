@@ -72,12 +72,12 @@
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use infaas_scheduler::loki::{
-    allocate, alternatives, hardware_scaling, most_accurate_first, on_arrival, Allocation,
-    Alternative, Arrival, Decision, DropPolicy, Hop, LokiError, LokiProblem, LokiSettings,
-    Placement, ReplanRule, RoutingTables, Spent,
+    accuracy_scaling, allocate, alternatives, hardware_scaling, most_accurate_first, on_arrival,
+    Allocation, Alternative, Arrival, Decision, DropPolicy, Hop, LokiError, LokiProblem,
+    LokiSettings, Placement, ReplanRule, RoutingTables, SolveStatus, Spent,
 };
 use infaas_scheduler::pipeline::PlanNode;
 use serde::Serialize;
@@ -157,6 +157,9 @@ pub enum OverloadError {
     NoCapacity,
     #[error("the workload holds no arrivals")]
     EmptyWorkload,
+    /// [`Overload::accuracy_ceiling`] cannot express the simulator's accuracy measure.
+    #[error("no accuracy ceiling: {0}")]
+    Ceiling(String),
     #[error(transparent)]
     Loki(#[from] LokiError),
 }
@@ -376,6 +379,9 @@ pub struct OverloadSettings {
     /// The accuracy-bounded capacity counts a demand as carried only within this drop of
     /// relative accuracy (the issue's target: 13%).
     pub max_accuracy_drop: f64,
+    /// Time limit of each solve of [`Overload::accuracy_ceiling`] (a bound, not a plan that
+    /// must be ready within a re-planning period).
+    pub ceiling_time_limit: Duration,
     /// An experiment beyond Loki: when a loki plan carries less than the estimated demand
     /// (served fraction below 1), the frontend drops the excess on arrival instead of routing
     /// it over every placement (off by default).
@@ -406,6 +412,7 @@ impl Default for OverloadSettings {
             max_violation: 0.01,
             capacity_tolerance: 1.03,
             max_accuracy_drop: 0.13,
+            ceiling_time_limit: Duration::from_secs(10),
             admission: false,
         }
     }
@@ -881,24 +888,331 @@ impl Overload {
     /// as good as the time-limited solves (a solve stopped early may serve less).
     pub fn planned_accuracy_scaling_capacity(&mut self) -> Result<f64, OverloadError> {
         let s = self.settings.loki;
-        let carried = |o: &Overload, d: f64| -> Result<bool, OverloadError> {
-            Ok(allocate(&o.problem.with_demand(d), &s)?.served_fraction >= 0.999)
+        let problem = &self.problem;
+        let (carried, _) = demand_search(self.full_capacity_qps, PLANNED_TOLERANCE, |d| {
+            Ok(allocate(&problem.with_demand(d), &s)?.served_fraction >= 0.999)
+        })?;
+        Ok(carried)
+    }
+
+    /// The catalogue's ceiling on the capacity at relative accuracy ≥ `min_relative_accuracy`
+    /// (the issue's 13% drop: 0.87), in the plans' own terms: the largest steady demand for
+    /// which SOME allocation of the cluster carries the whole demand with expected relative
+    /// accuracy ≥ `min_relative_accuracy`, found by the search of
+    /// [`Overload::planned_accuracy_scaling_capacity`] on [`accuracy_scaling`] (to 1%).
+    ///
+    /// **The measure** is the simulator's (the `cap13` column's): per query, the mean over the
+    /// root-to-end paths it ran of their accuracy over the same paths on the most accurate
+    /// variants ([`Overload::reference_accuracy`]). Its expectation is linear in the plan's
+    /// path ratios, so the problem's [`LokiProblem::path_accuracy`] is set so that the MILP's
+    /// relative accuracy (per task path, weighted by its leaf's reach) is exactly it. On
+    /// chains it is the MILP's own measure; on `cascade` and `traffic` it weighs the later
+    /// tasks less than Loki's (a query that takes no branch is judged on the tasks it ran),
+    /// so loki's plans do not maximise it there.
+    ///
+    /// **Why it bounds every plan.** At demand `d` the accuracy-scaling MILP maximises
+    /// `100 s + s r` (`s` the served fraction, `r` the relative accuracy; less 1e-6 an
+    /// instance; `infaas_scheduler::loki::milp`): it may give up to about 1% of the demand for
+    /// accuracy, so served ≥ 99.9% and `r ≥ a` from its plan would not be a sound test. If any
+    /// plan carries the whole `d` at `r ≥ a`, the optimum's value is at least `100 + a`; so `d`
+    /// counts as carried when the plan has `s (100 + r) ≥ 100 + a` (less 1e-4 for the
+    /// tie-break and the solver's tolerances), and a demand that fails it when solved to
+    /// optimality admits no such plan. A plan that passes has `s ≥ (100 + a) / 101` (99.87% at
+    /// 0.87) and `r ≥ a`: it carries all of `s d`. What a plan carries, it carries at any
+    /// lower demand, so the demands carried are an interval and the search applies: the
+    /// ceiling lies between 0.9987 [`AccuracyCeiling::qps`] and
+    /// [`AccuracyCeiling::fails_at_qps`]. The candidates are every variant no other variant of
+    /// its task and pool dominates (at least as accurate, no slower at any batch: a swap that
+    /// loses nothing), not loki's 256 paths (six candidates a task on three-task pipelines).
+    ///
+    /// **Limits.** It is a bound on plans in Loki's model: latency budgets are the profiled p99
+    /// (the catalogue's 90th percentile) of a variant's batch, processing gets half the SLO,
+    /// one batch a variant, queues aside; the simulator serves batches in their mean time and
+    /// loki's plans are made for the demand over the 0.85 target utilisation, so a simulated
+    /// capacity is not bounded by it in all cases. Each solve has
+    /// [`OverloadSettings::ceiling_time_limit`]: one stopped by it (or the greedy fallback)
+    /// may miss a plan, and [`AccuracyCeiling::proved`] says whether every demand judged not
+    /// carried was solved to optimality.
+    pub fn accuracy_ceiling(
+        &self,
+        min_relative_accuracy: f64,
+    ) -> Result<AccuracyCeiling, OverloadError> {
+        let started = Instant::now();
+        let problem = self.query_accuracy_problem()?;
+        let s = LokiSettings {
+            time_limit: self.settings.ceiling_time_limit,
+            max_paths: usize::MAX,
+            max_candidates: usize::MAX,
+            ..self.settings.loki
         };
-        let (mut lo, mut hi) = (self.full_capacity_qps, self.full_capacity_qps * 2.0);
-        while carried(self, hi)? && hi < self.full_capacity_qps * 256.0 {
-            lo = hi;
-            hi *= 2.0;
-        }
-        while hi / lo > 1.02 {
-            let mid = (lo * hi).sqrt();
-            if carried(self, mid)? {
-                lo = mid;
-            } else {
-                hi = mid;
+        let a = min_relative_accuracy;
+        let mut proved = true;
+        let mut probes = Vec::new();
+        let (qps, fails_at_qps) = demand_search(self.full_capacity_qps, CEILING_TOLERANCE, |d| {
+            let plan = accuracy_scaling(&problem.with_demand(d), &s)?;
+            let carried = ceiling_carries(&plan, a);
+            let optimal = plan.status == SolveStatus::Optimal;
+            proved &= carried || optimal;
+            probes.push(CeilingProbe {
+                demand_qps: d,
+                served_fraction: plan.served_fraction,
+                relative_accuracy: plan.relative_accuracy,
+                optimal,
+                carried,
+                solve_s: plan.solve_ms / 1e3,
+            });
+            Ok(carried)
+        })?;
+        Ok(AccuracyCeiling {
+            min_relative_accuracy: a,
+            qps,
+            fails_at_qps: fails_at_qps.is_finite().then_some(fails_at_qps),
+            proved,
+            probes,
+            solve_s: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// The pipeline's problem with [`LokiProblem::path_accuracy`] set so that an allocation's
+    /// relative accuracy is the simulator's expected relative accuracy of a query (see
+    /// [`Overload::accuracy_ceiling`]).
+    ///
+    /// A query runs a random set of tasks `S` (each child of a task it runs with the child's
+    /// branch probability) and its relative accuracy is the mean, over the tasks `t` of `S`
+    /// that end a path (no child in `S`), of `R_t`, the product of `accuracy / reference` on
+    /// the path from the root to `t`. Its expectation is `Σ_t π_t R_t` with
+    /// `π_t = E[1{t ends a path} / ends]` (by enumerating the sets: at most 2^7). `R_t` depends
+    /// on the variants from the root to `t`, which every task path through `t` agrees on
+    /// (Loki's split constraints), so each `π_t R_t` is shared among those paths: `β_{t,k}`
+    /// with `Σ_k β_{t,k} = π_t` and, per task path `k`, `Σ_t β_{t,k} = w_k`, the MILP's
+    /// weight of `k` (its leaf's reach over the sum of all leaves'). Then the path accuracy
+    /// `Â_k(p) = Σ_t β_{t,k} R_t(p) / w_k` is 1 on the most accurate variants (the path's
+    /// best, which normalises it) and the MILP's `Σ_k w_k Σ_p c(p) Â_k(p)` is the expected
+    /// measure times the served fraction. The shares are assigned leaves first (each task's
+    /// paths form a subtree's leaves), which finds them whenever they exist; an error when
+    /// they do not (some subtree's tasks weigh more than its leaves' reach: none of
+    /// [`OVERLOAD_PIPELINES`]).
+    fn query_accuracy_problem(&self) -> Result<LokiProblem, OverloadError> {
+        let nodes = &self.problem.nodes;
+        let n = nodes.len();
+        let parent = |t: usize| nodes[t].parents.first().copied();
+        let branch: Vec<f64> = nodes
+            .iter()
+            .map(|node| node.branch_probability.clamp(0.0, 1.0))
+            .collect();
+        // π_t over the sets of tasks a query can run (closed under parents, root included).
+        let mut pi = vec![0.0f64; n];
+        for set in 0u32..(1u32 << n) {
+            let runs = |t: usize| set & (1 << t) != 0;
+            if !runs(0) || (1..n).any(|t| runs(t) && parent(t).is_some_and(|p| !runs(p))) {
+                continue;
+            }
+            let prob: f64 = (1..n)
+                .filter(|&t| parent(t).is_some_and(runs))
+                .map(|t| if runs(t) { branch[t] } else { 1.0 - branch[t] })
+                .product();
+            let ends: Vec<usize> = (0..n)
+                .filter(|&t| runs(t) && !self.children[t].iter().any(|&c| runs(c)))
+                .collect();
+            for &t in &ends {
+                pi[t] += prob / ends.len() as f64;
             }
         }
-        Ok(lo)
+        // Task paths (root to each leaf, leaves in index order) and their weights.
+        let paths: Vec<Vec<usize>> = (0..n)
+            .filter(|&t| self.children[t].is_empty())
+            .map(|leaf| {
+                let mut path = vec![leaf];
+                while let Some(p) = path.last().and_then(|&t| parent(t)) {
+                    path.push(p);
+                }
+                path.reverse();
+                path
+            })
+            .collect();
+        let leaves: f64 = paths
+            .iter()
+            .filter_map(|p| p.last())
+            .map(|&l| self.reach[l])
+            .sum();
+        if leaves <= 0.0 {
+            return Err(OverloadError::Ceiling(
+                "no leaf of the tree is ever reached".into(),
+            ));
+        }
+        let weight: Vec<f64> = paths
+            .iter()
+            .filter_map(|p| p.last())
+            .map(|&l| self.reach[l] / leaves)
+            .collect();
+        // β, deepest tasks first (indices are topological).
+        let mut left = weight.clone();
+        let mut beta = vec![vec![0.0f64; n]; paths.len()];
+        for t in (0..n).rev() {
+            let mut supply = pi[t];
+            for (k, path) in paths.iter().enumerate() {
+                if supply <= 0.0 || !path.contains(&t) {
+                    continue;
+                }
+                let take = supply.min(left[k].max(0.0));
+                beta[k][t] += take;
+                left[k] -= take;
+                supply -= take;
+            }
+            if supply > 1e-9 {
+                return Err(OverloadError::Ceiling(format!(
+                    "the tasks from '{}' down weigh more in the queries' accuracy than the \
+                     MILP's weights of their paths",
+                    nodes[t].name
+                )));
+            }
+        }
+        // Per task, its variants (groups) and their accuracy over the reference, at most 1
+        // (a variant more accurate than the reference is not usable: it never carries traffic).
+        let groups: Vec<Vec<(u32, f64)>> = nodes
+            .iter()
+            .enumerate()
+            .map(|(t, node)| {
+                let mut g: BTreeMap<u32, f64> = BTreeMap::new();
+                for o in &node.options {
+                    let rho = (o.variant.accuracy / self.reference_accuracy[t].max(1e-12)).min(1.0);
+                    let e = g.entry(o.group).or_insert(rho);
+                    *e = e.max(rho);
+                }
+                g.into_iter().collect()
+            })
+            .collect();
+        if let Some(t) = groups.iter().position(Vec::is_empty) {
+            return Err(OverloadError::Ceiling(format!(
+                "task '{}' has no variant",
+                nodes[t].name
+            )));
+        }
+        let mut problem = self.problem.clone();
+        problem.path_accuracy.clear();
+        for (k, path) in paths.iter().enumerate() {
+            let mut combo = vec![0usize; path.len()];
+            'combos: loop {
+                let mut accuracy = 0.0;
+                let mut r = 1.0;
+                for (pos, &t) in path.iter().enumerate() {
+                    r *= groups[t][combo[pos]].1;
+                    accuracy += beta[k][t] * r;
+                }
+                let key = path
+                    .iter()
+                    .zip(&combo)
+                    .map(|(&t, &i)| (t, groups[t][i].0))
+                    .collect();
+                let accuracy = if weight[k] > 0.0 {
+                    accuracy / weight[k]
+                } else {
+                    0.0
+                };
+                problem.path_accuracy.insert(key, accuracy);
+                for pos in (0..path.len()).rev() {
+                    combo[pos] += 1;
+                    if combo[pos] < groups[path[pos]].len() {
+                        continue 'combos;
+                    }
+                    combo[pos] = 0;
+                }
+                break;
+            }
+        }
+        Ok(problem)
     }
+}
+
+/// Bisection tolerance of [`Overload::planned_accuracy_scaling_capacity`].
+const PLANNED_TOLERANCE: f64 = 1.02;
+/// Bisection tolerance of [`Overload::accuracy_ceiling`].
+const CEILING_TOLERANCE: f64 = 1.01;
+/// Weight of the served fraction in the accuracy-scaling MILP's objective (against at most 1
+/// for the relative accuracy; `infaas_scheduler::loki::milp`). [`ceiling_carries`] is sound
+/// for any weight at least this.
+const MILP_SERVE_WEIGHT: f64 = 100.0;
+
+/// Whether an optimal accuracy-scaling plan at some demand shows that a plan carrying all of it
+/// at relative accuracy ≥ `a` may exist: its objective `s (100 + r)` reaches `100 + a` (see
+/// [`Overload::accuracy_ceiling`]).
+fn ceiling_carries(plan: &Allocation, a: f64) -> bool {
+    plan.served_fraction * (MILP_SERVE_WEIGHT + plan.relative_accuracy)
+        >= MILP_SERVE_WEIGHT + a - 1e-4
+}
+
+/// The demand search of the planned capacities: from `full` (the full-accuracy capacity),
+/// doubling while `carried` holds (up to 256x) or halving until it does (down to 1/256),
+/// then bisection until the bounds are within `tolerance`. Returns the largest demand found
+/// carried (0 when none) and the smallest found not carried (infinite when 256x still is).
+fn demand_search(
+    full: f64,
+    tolerance: f64,
+    mut carried: impl FnMut(f64) -> Result<bool, OverloadError>,
+) -> Result<(f64, f64), OverloadError> {
+    let (mut lo, mut hi);
+    if carried(full)? {
+        (lo, hi) = (full, full * 2.0);
+        while carried(hi)? {
+            lo = hi;
+            if hi >= full * 256.0 {
+                return Ok((lo, f64::INFINITY));
+            }
+            hi *= 2.0;
+        }
+    } else {
+        (lo, hi) = (full / 2.0, full);
+        while !carried(lo)? {
+            hi = lo;
+            lo /= 2.0;
+            if lo < full / 256.0 {
+                return Ok((0.0, hi));
+            }
+        }
+    }
+    while hi / lo > tolerance {
+        let mid = (lo * hi).sqrt();
+        if carried(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// What [`Overload::accuracy_ceiling`] found (in the plans' own terms, not simulated).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccuracyCeiling {
+    /// The relative accuracy the plans keep.
+    pub min_relative_accuracy: f64,
+    /// The largest demand found carried, q/s (0: none): some plan carries at least 99.87% of
+    /// it whole at `min_relative_accuracy`.
+    pub qps: f64,
+    /// The smallest demand found not carried, q/s (`None`: every demand up to 256x the
+    /// full-accuracy capacity was): when `proved`, no plan carries it at
+    /// `min_relative_accuracy`.
+    pub fails_at_qps: Option<f64>,
+    /// Whether every demand judged not carried was solved to optimality.
+    pub proved: bool,
+    /// The demands the search solved, in its order.
+    pub probes: Vec<CeilingProbe>,
+    /// Wall time of the search, s.
+    pub solve_s: f64,
+}
+
+/// One solve of [`Overload::accuracy_ceiling`]'s search.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CeilingProbe {
+    pub demand_qps: f64,
+    /// The plan's served fraction and relative accuracy (the simulator's measure).
+    pub served_fraction: f64,
+    pub relative_accuracy: f64,
+    /// Whether the solver proved the plan optimal.
+    pub optimal: bool,
+    /// Whether the demand counted as carried.
+    pub carried: bool,
+    pub solve_s: f64,
 }
 
 /// What a run measured.
@@ -1557,9 +1871,17 @@ pub struct OverloadEval {
     pub workers: BTreeMap<String, usize>,
     /// What hardware scaling carries at full accuracy on the whole cluster, q/s.
     pub full_accuracy_capacity_qps: f64,
-    /// What loki's plans carry (served fraction >= 99.9%) with accuracy scaling, q/s: the
-    /// catalogue's bound on the capacity gain, queues aside.
+    /// What loki's plans carry (served fraction >= 99.9%) with accuracy scaling, q/s, queues
+    /// aside ([`Overload::planned_accuracy_scaling_capacity`]: with loki's time-limited solves,
+    /// so not a bound; see `accuracy_ceiling`).
     pub planned_accuracy_scaling_capacity_qps: Option<f64>,
+    /// The catalogue's ceiling on the capacity at the accuracy bound
+    /// ([`Overload::accuracy_ceiling`] at 1 - [`OverloadSettings::max_accuracy_drop`]): the
+    /// most any plan on these variants and workers carries, in the plans' own terms.
+    pub accuracy_ceiling: Option<AccuracyCeiling>,
+    /// Its demand over inferline's simulated capacity (the denominator of
+    /// [`EvalRow::bounded_ratio_to_inferline`]).
+    pub accuracy_ceiling_ratio_to_inferline: Option<f64>,
     pub workloads: Vec<WorkloadInfo>,
     pub rows: Vec<EvalRow>,
     /// Plans made (MILP-backed, cache misses) and the wall time they took.
@@ -1650,6 +1972,12 @@ pub fn evaluate(
     } else {
         None
     };
+    let ceiling = if capacity {
+        Some(o.accuracy_ceiling(1.0 - o.settings.max_accuracy_drop)?)
+    } else {
+        None
+    };
+    let ceiling_ratio = base.zip(ceiling.as_ref()).map(|(b, c)| c.qps / b);
     let full = o.full_capacity_qps;
     Ok(OverloadEval {
         simulated: true,
@@ -1659,6 +1987,8 @@ pub fn evaluate(
         workers: o.settings.workers.clone(),
         full_accuracy_capacity_qps: full,
         planned_accuracy_scaling_capacity_qps: planned,
+        accuracy_ceiling: ceiling,
+        accuracy_ceiling_ratio_to_inferline: ceiling_ratio,
         workloads: workloads
             .iter()
             .map(|w| {
@@ -2001,6 +2331,182 @@ mod tests {
             at.violation_ratio <= 0.01 && at.relative_accuracy < 1.0,
             "{at:?}"
         );
+    }
+
+    /// The settings [`Overload::accuracy_ceiling`] solves with.
+    fn ceiling_settings(o: &Overload) -> LokiSettings {
+        LokiSettings {
+            time_limit: o.settings.ceiling_time_limit,
+            max_paths: usize::MAX,
+            max_candidates: usize::MAX,
+            ..o.settings.loki
+        }
+    }
+
+    #[test]
+    fn the_accuracy_ceiling_lies_between_full_accuracy_and_unbounded_accuracy_scaling() {
+        let mut o = setup();
+        let a = 1.0 - o.settings.max_accuracy_drop;
+        let c = o.accuracy_ceiling(a).unwrap();
+        assert!(c.proved, "{c:?}");
+        assert!(
+            c.qps >= o.full_capacity_qps,
+            "{c:?} {}",
+            o.full_capacity_qps
+        );
+        let fails = c.fails_at_qps.unwrap();
+        assert!(
+            fails > c.qps && fails / c.qps <= CEILING_TOLERANCE + 1e-9,
+            "{c:?}"
+        );
+        // No accuracy bound carries more (to the planned search's tolerance): the test
+        // catalogue's next model keeps 0.75 / 0.9 of the accuracy, so the bound binds.
+        let planned = o.planned_accuracy_scaling_capacity().unwrap();
+        assert!(c.qps <= planned * PLANNED_TOLERANCE, "{c:?} {planned}");
+        assert!(c.qps < planned, "{c:?} {planned}");
+        // Above the ceiling no plan carries everything at the bound; at it one carries nearly
+        // all of it.
+        let problem = o.query_accuracy_problem().unwrap();
+        let s = ceiling_settings(&o);
+        let above = accuracy_scaling(&problem.with_demand(1.05 * c.qps), &s).unwrap();
+        assert_eq!(above.status, SolveStatus::Optimal, "{above:?}");
+        assert!(
+            above.served_fraction < 0.999 || above.relative_accuracy < a,
+            "{above:?}"
+        );
+        let at = accuracy_scaling(&problem.with_demand(c.qps), &s).unwrap();
+        assert!(
+            at.served_fraction >= (MILP_SERVE_WEIGHT + a) / (MILP_SERVE_WEIGHT + 1.0) - 1e-6
+                && at.relative_accuracy >= a - 1e-6,
+            "{at:?}"
+        );
+        infaas_scheduler::loki::verify(&problem.with_demand(c.qps), &at).unwrap();
+    }
+
+    /// The simulator's expected relative accuracy of a query under `a` (the problem's demand
+    /// `d`), from its paths: per set of tasks a query runs, the mean over the tasks ending a
+    /// path of the expected product of accuracy / reference from the root.
+    fn expected_query_accuracy(o: &Overload, a: &Allocation) -> f64 {
+        let nodes = &o.problem.nodes;
+        let n = nodes.len();
+        let parent = |t: usize| nodes[t].parents.first().copied();
+        // E[R_t] over the served queries, on the first path through t.
+        let mut r = vec![f64::NAN; n];
+        for p in &a.paths {
+            for (pos, &t) in p.tasks.iter().enumerate() {
+                let first = a.paths.iter().find(|q| q.tasks.contains(&t)).unwrap();
+                if first.tasks != p.tasks {
+                    continue;
+                }
+                let prod: f64 = (0..=pos)
+                    .map(|i| {
+                        let u = p.tasks[i];
+                        a.tasks[u][p.placements[i]].accuracy / o.reference_accuracy[u]
+                    })
+                    .product();
+                let e = if r[t].is_nan() { 0.0 } else { r[t] };
+                r[t] = e + p.ratio / a.served_fraction * prod;
+            }
+        }
+        let mut total = 0.0;
+        for set in 0u32..(1 << n) {
+            let runs = |t: usize| set & (1 << t) != 0;
+            if !runs(0) || (1..n).any(|t| runs(t) && !parent(t).is_some_and(runs)) {
+                continue;
+            }
+            let prob: f64 = (1..n)
+                .filter(|&t| parent(t).is_some_and(runs))
+                .map(|t| {
+                    let b = nodes[t].branch_probability;
+                    if runs(t) {
+                        b
+                    } else {
+                        1.0 - b
+                    }
+                })
+                .product();
+            let ends: Vec<usize> = (0..n)
+                .filter(|&t| runs(t) && !(0..n).any(|c| runs(c) && parent(c) == Some(t)))
+                .collect();
+            total += prob * ends.iter().map(|&t| r[t]).sum::<f64>() / ends.len() as f64;
+        }
+        total
+    }
+
+    #[test]
+    fn the_ceiling_measures_accuracy_as_the_simulator_does_on_branches_and_switches() {
+        let base = setup();
+        let stage = |name, family, parents: &[usize], p| StageSpec {
+            name,
+            family,
+            parents: parents.to_vec(),
+            branch_probability: p,
+        };
+        let switch = PipelineSpec {
+            name: "switch",
+            description: "yolo on every query -> resnet on 30%",
+            stages: vec![
+                stage("cheap", "yolo", &[], 1.0),
+                stage("expensive", "resnet", &[0], 0.3),
+            ],
+        };
+        for spec in [traffic(), switch] {
+            let p = loki_problem(
+                &spec,
+                &catalogue(),
+                base.settings.slo_ms,
+                &base.settings.workers,
+            )
+            .unwrap();
+            let o = Overload::new(p, base.settings.clone()).unwrap();
+            let problem = o.query_accuracy_problem().unwrap();
+            let s = ceiling_settings(&o);
+            let mut differs = 0;
+            for x in [1.0, 1.5, 2.0, 3.0] {
+                let d = problem.with_demand(x * o.full_capacity_qps);
+                let a = accuracy_scaling(&d, &s).unwrap();
+                let want = expected_query_accuracy(&o, &a);
+                assert!(
+                    (a.relative_accuracy - want).abs() < 1e-9,
+                    "{} at {x}x: the plan says {}, the simulator's measure {want}\n{a:?}",
+                    spec.name,
+                    a.relative_accuracy
+                );
+                // Loki's own measure (the product along every task path) weighs the later
+                // tasks more: never above the simulator's.
+                let own =
+                    accuracy_scaling(&o.problem.with_demand(x * o.full_capacity_qps), &s).unwrap();
+                assert!(
+                    expected_query_accuracy(&o, &own) >= own.relative_accuracy - 1e-9,
+                    "{}: {own:?}",
+                    spec.name
+                );
+                // The same plan by Loki's measure: the override is what makes them agree.
+                let leaves: f64 = (0..o.reach.len())
+                    .filter(|&t| o.children[t].is_empty())
+                    .map(|t| o.reach[t])
+                    .sum();
+                let loki_measure: f64 = a
+                    .paths
+                    .iter()
+                    .map(|p| {
+                        let leaf = p.tasks[p.tasks.len() - 1];
+                        let prod: f64 = p
+                            .tasks
+                            .iter()
+                            .zip(&p.placements)
+                            .map(|(&u, &i)| a.tasks[u][i].accuracy / o.reference_accuracy[u])
+                            .product();
+                        o.reach[leaf] / leaves * p.ratio * prod
+                    })
+                    .sum::<f64>()
+                    / a.served_fraction;
+                if (loki_measure - want).abs() > 1e-6 {
+                    differs += 1;
+                }
+            }
+            assert!(differs > 0, "{}", spec.name);
+        }
     }
 
     #[test]

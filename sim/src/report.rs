@@ -156,7 +156,7 @@ pub struct PolicyReport {
     pub policy: String,
     pub summary: Summary,
     /// Scaling actions over the run by kind (`replicate`, `upgrade`, `downgrade`,
-    /// `remove-replica`, `add-threads`, `rebalance`, `migrate`, `load-on-demand`,
+    /// `remove-replica`, `add-threads`, `remove-threads`, `rebalance`, `migrate`, `load-on-demand`,
     /// `add-worker`, `remove-worker`, `provision`, ...).
     pub actions_by_kind: std::collections::BTreeMap<String, u64>,
     /// The workload's offline jobs.

@@ -90,6 +90,31 @@ pub fn readme_accuracies() -> BTreeMap<String, f64> {
         .collect()
 }
 
+/// Writes into `dir` the slow copy of `zoo/digits-mlp-l.onnx` that
+/// `infaas/tests/python/make_heavy_model.py` makes with `args` (`[K [ROWS]]`: the same answers,
+/// more work a row) and returns its path; `None` (the test skips) without onnx and numpy.
+pub fn heavy_mlp(dir: &Path, args: &[&str]) -> Option<PathBuf> {
+    if !python_has("onnx, numpy", "onnx and numpy") {
+        return None;
+    }
+    let out_path = dir.join("digits-mlp-heavy.onnx");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../infaas/tests/python/make_heavy_model.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(zoo_dir())
+        .arg(&out_path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(out_path)
+}
+
 /// Whether `python3` imports `modules` (comma-separated, e.g. `"tritonclient.http, numpy"`);
 /// `false` after a skip notice, a panic when `CI=true` (CI installs them: `scripts/test.sh`).
 pub fn python_has(modules: &str, packages: &str) -> bool {

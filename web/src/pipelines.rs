@@ -1,6 +1,7 @@
 //! Pipelines on the dashboard: the list with the registration form, and one pipeline's page,
 //! its DAG drawn as inline SVG on the server (no script, no library), a table of the nodes'
-//! live figures, the end-to-end p99 against the SLO, SLO attainment per second and the
+//! live figures, the end-to-end p99 against the SLO, SLO attainment per second, accuracy
+//! served, load and drops and the configuration's cost per second on one time axis, and the
 //! applied plan.
 //!
 //! The drawing: nodes in columns by depth (the longest path from a root), edges from each
@@ -406,16 +407,38 @@ pub fn attainment_chart(seconds: &[(i64, u64, u64)], target: Option<f64>) -> Lin
     }
 }
 
+/// The overload charts of a pipeline's page, on one time axis.
+#[derive(Debug, Clone)]
+pub struct QualityCharts {
+    /// Mean accuracy of the answers per second.
+    pub accuracy: LineChart,
+    /// Queries answered and dropped early per second.
+    pub load: LineChart,
+    /// What the pipeline's loaded instances cost per second, $/h.
+    pub cost: LineChart,
+}
+
 /// Overload at a glance (last ten minutes): per second, the mean accuracy the answers were
-/// served with, and the queries answered beside those dropped early.
-pub fn quality_charts(quality: &[(i64, u64, Option<f64>, u64)]) -> (LineChart, LineChart) {
-    let last = quality.iter().map(|s| s.0.div_euclid(1000)).max();
-    let seconds: Vec<i64> = match last {
+/// served with, the queries answered beside those dropped early, and what the pipeline's
+/// configuration costs; all three on the same seconds, the last [`ATTAINMENT_WINDOW_S`] up to
+/// the newest of either record. `quality`: (ms since the Unix epoch, answered, mean accuracy,
+/// dropped), `cost`: (ms since the Unix epoch, $/h), each oldest first. A second without
+/// answers leaves a gap in the accuracy, one without a cost sample a gap in the cost; the load
+/// is 0 where nothing was answered or dropped.
+pub fn quality_charts(
+    quality: &[(i64, u64, Option<f64>, u64)],
+    cost: &[(i64, f64)],
+) -> QualityCharts {
+    let secs = || {
+        quality
+            .iter()
+            .map(|s| s.0.div_euclid(1000))
+            .chain(cost.iter().map(|c| c.0.div_euclid(1000)))
+    };
+    let seconds: Vec<i64> = match secs().max() {
         None => Vec::new(),
         Some(last) => {
-            let first = quality
-                .iter()
-                .map(|s| s.0.div_euclid(1000))
+            let first = secs()
                 .min()
                 .unwrap_or(last)
                 .max(last - ATTAINMENT_WINDOW_S + 1);
@@ -423,10 +446,17 @@ pub fn quality_charts(quality: &[(i64, u64, Option<f64>, u64)]) -> (LineChart, L
         }
     };
     let at = |sec: i64| quality.iter().find(|q| q.0.div_euclid(1000) == sec);
+    let cost_at = |sec: i64| {
+        cost.iter()
+            .rev()
+            .find(|c| c.0.div_euclid(1000) == sec)
+            .map(|c| c.1)
+    };
+    let minutes: Vec<i64> = seconds.iter().map(|s| s * 1000).collect();
     let accuracy = LineChart {
         title: "Accuracy served per second".into(),
         unit: "accuracy".into(),
-        minutes: seconds.iter().map(|s| s * 1000).collect(),
+        minutes: minutes.clone(),
         x_axis: XAxis::Clock,
         series: vec![Series {
             label: "mean accuracy of the answers".into(),
@@ -437,7 +467,7 @@ pub fn quality_charts(quality: &[(i64, u64, Option<f64>, u64)]) -> (LineChart, L
     let load = LineChart {
         title: "Queries per second".into(),
         unit: "q/s".into(),
-        minutes: seconds.iter().map(|s| s * 1000).collect(),
+        minutes: minutes.clone(),
         x_axis: XAxis::Clock,
         series: vec![
             Series {
@@ -458,7 +488,22 @@ pub fn quality_charts(quality: &[(i64, u64, Option<f64>, u64)]) -> (LineChart, L
             },
         ],
     };
-    (accuracy, load)
+    let cost = LineChart {
+        title: "Cost of the pipeline's instances per second".into(),
+        unit: "$/h".into(),
+        minutes,
+        x_axis: XAxis::Clock,
+        series: vec![Series {
+            label: "cost ($/h)".into(),
+            class: "s2",
+            values: seconds.iter().map(|&s| cost_at(s)).collect(),
+        }],
+    };
+    QualityCharts {
+        accuracy,
+        load,
+        cost,
+    }
 }
 
 /// An example document for the registration form (a cascade over two applications).
@@ -574,9 +619,12 @@ pub struct PipelinePage {
     pub cost: String,
     /// The attainment chart as SVG.
     pub attainment_chart: String,
-    /// Accuracy served per second, and answered / dropped queries per second, as SVG.
+    /// Accuracy served per second, answered / dropped queries per second, and what the
+    /// pipeline's instances cost per second ($/h), as SVG on one time axis (from
+    /// [`quality_charts`]).
     pub accuracy_chart: String,
     pub load_chart: String,
+    pub cost_chart: String,
     /// The accuracy-scaling allocation (`hardware scaling, relative accuracy 1.000`), if any.
     pub overload: Option<String>,
     /// The arrival rate against its forecasts, once the pipeline has had queries.
@@ -888,7 +936,54 @@ mod tests {
     }
 
     #[test]
+    fn accuracy_load_and_cost_share_one_time_axis() {
+        // Queries in seconds 10 and 12; the cost sampled in seconds 11 to 14.
+        let quality = [(10_000, 4, Some(0.9), 1), (12_000, 2, Some(0.8), 0)];
+        let cost = [(11_000, 0.5), (12_000, 0.5), (13_000, 1.25), (14_000, 1.0)];
+        let c = quality_charts(&quality, &cost);
+        let axis: Vec<i64> = (10..=14).map(|s| s * 1000).collect();
+        for chart in [&c.accuracy, &c.load, &c.cost] {
+            assert_eq!(chart.minutes, axis, "{}", chart.title);
+            assert_eq!(chart.x_axis, XAxis::Clock);
+        }
+        assert_eq!(
+            c.accuracy.series[0].values,
+            vec![Some(0.9), None, Some(0.8), None, None]
+        );
+        assert_eq!(
+            c.load.series[0].values,
+            vec![Some(4.0), Some(0.0), Some(2.0), Some(0.0), Some(0.0)]
+        );
+        assert_eq!(
+            c.load.series[1].values,
+            vec![Some(1.0), Some(0.0), Some(0.0), Some(0.0), Some(0.0)]
+        );
+        assert_eq!(c.cost.series.len(), 1);
+        assert_eq!(c.cost.series[0].label, "cost ($/h)");
+        assert_eq!(c.cost.unit, "$/h");
+        assert_eq!(
+            c.cost.series[0].values,
+            vec![None, Some(0.5), Some(0.5), Some(1.25), Some(1.0)]
+        );
+        // Only the last window is charted, up to the newer of the two records.
+        let long = [(0, 1.0), ((ATTAINMENT_WINDOW_S + 5) * 1000, 2.0)];
+        let c = quality_charts(&[(1000, 1, Some(1.0), 0)], &long);
+        assert_eq!(c.cost.minutes.len() as i64, ATTAINMENT_WINDOW_S);
+        assert_eq!(
+            c.cost.minutes.last(),
+            Some(&((ATTAINMENT_WINDOW_S + 5) * 1000))
+        );
+        assert_eq!(c.accuracy.minutes, c.cost.minutes);
+        assert_eq!(c.cost.series[0].values.last(), Some(&Some(2.0)));
+        assert!(quality_charts(&[], &[])
+            .cost
+            .to_svg()
+            .contains("no data yet"));
+    }
+
+    #[test]
     fn the_pipeline_page_has_graph_table_chart_plan_and_delete() {
+        let charts = quality_charts(&[(1000, 3, Some(0.97), 1)], &[(1000, 0.25), (2000, 0.5)]);
         let page = PipelinePage {
             layout: layout_(),
             name: "cascade".into(),
@@ -906,8 +1001,9 @@ mod tests {
             attainment: "100 %".into(),
             cost: "$0.12/h".into(),
             attainment_chart: attainment_chart(&[(1000, 1, 1)], Some(0.99)).to_svg(),
-            accuracy_chart: quality_charts(&[(1000, 3, Some(0.97), 1)]).0.to_svg(),
-            load_chart: quality_charts(&[(1000, 3, Some(0.97), 1)]).1.to_svg(),
+            accuracy_chart: charts.accuracy.to_svg(),
+            load_chart: charts.load.to_svg(),
+            cost_chart: charts.cost.to_svg(),
             overload: Some("accuracy scaling: relative accuracy 0.981".into()),
             forecast: Some(crate::dashboard::forecast_panel(
                 "ewma(a=0.5)",
@@ -937,6 +1033,19 @@ mod tests {
         assert!(html.contains(r#"<svg class="pipeline-graph""#), "{html}");
         assert!(html.contains("measured on the pipeline"), "{html}");
         assert!(html.contains(r#"id="chart-accuracy""#) && html.contains("dropped early"));
+        // The cost over time, beside accuracy and load: its series with both samples.
+        let cost = &html[html.find(r#"<figure id="chart-cost">"#).unwrap()..];
+        let cost = &cost[..cost.find("</figure>").unwrap()];
+        assert!(cost.contains(r#"<svg class="chart""#), "{cost}");
+        assert!(cost.contains(r#"data-points="2""#), "{cost}");
+        assert!(
+            cost.contains("cost ($/h)") && cost.contains(r#"data-value="0.25""#),
+            "{cost}"
+        );
+        assert!(
+            html.find(r#"id="chart-load""#) < html.find(r#"id="chart-cost""#),
+            "the cost follows the load"
+        );
         assert!(html.contains("accuracy scaling: relative accuracy 0.981"));
         assert!(html.contains(r#"id="pipeline-forecast""#) && html.contains("ewma(a=0.5)"));
         assert!(html.contains(r#"id="pipeline-validation">Validation set: 540 rows"#));

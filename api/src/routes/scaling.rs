@@ -23,7 +23,7 @@ pub struct ScalingEvent {
     pub id: String,
     /// When the action completed (or failed), milliseconds since the Unix epoch.
     pub at_ms: i64,
-    /// `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `rebalance`,
+    /// `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`, `rebalance`,
     /// `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
     pub action: String,
     /// Why, with the figures the decision was taken on.

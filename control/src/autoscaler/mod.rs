@@ -294,9 +294,9 @@ impl Autoscaler {
     fn vertical_config(&self) -> VerticalConfig {
         VerticalConfig {
             max_threads: self.cfg.vertical_max_threads,
+            parallel_fraction: self.cfg.vertical_parallel_fraction,
             headroom: self.cfg.slack,
             stable_periods: self.cfg.stable_periods,
-            ..VerticalConfig::default()
         }
     }
 

@@ -159,6 +159,9 @@ pub struct Cluster {
     db: Db,
     prices: Prices,
     thresholds: Thresholds,
+    /// Amdahl parallel fraction a resized instance's peak is judged by
+    /// (`autoscale.vertical_parallel_fraction`).
+    parallel_fraction: f64,
     heartbeat_timeout: Duration,
     local: Option<Arc<WorkerNode>>,
     workers: RwLock<HashMap<String, WorkerSlot>>,
@@ -198,6 +201,7 @@ impl Cluster {
                 exit_interference: 0.8 * config.autoscale.interference_factor,
                 ..Thresholds::default()
             },
+            parallel_fraction: config.autoscale.vertical_parallel_fraction,
             heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
             local: local.clone(),
             workers: RwLock::new(HashMap::new()),
@@ -534,8 +538,7 @@ impl Cluster {
                             peak_qps(max.batch, max.mean_ms),
                             v.threads.max(1),
                             i.threads.max(1),
-                            infaas_scheduler::autoscale::VerticalConfig::default()
-                                .parallel_fraction,
+                            self.parallel_fraction,
                         ),
                         t.p99_ms,
                     ),

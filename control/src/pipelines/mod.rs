@@ -326,6 +326,9 @@ struct Activity {
     quality: VecDeque<(i64, u64, f64, u64)>,
     /// Queries dropped early, per node, since the controller started.
     drops: HashMap<String, u64>,
+    /// Per second: (second, what the pipeline's loaded instances cost per hour), the last
+    /// sample of the second; [`status::record_costs`] samples it once a second.
+    cost: VecDeque<(i64, f64)>,
     /// The accuracy-scaling allocation queries are routed by, if any.
     loki: Option<Arc<overload::Installed>>,
 }
@@ -359,7 +362,7 @@ type NodeRuns = (VecDeque<(f64, f64)>, Option<String>);
 /// Checked pipelines by (tenant, name), with when they were checked.
 type PreparedCache = HashMap<(String, String), (Instant, Arc<Prepared>)>;
 
-/// Seconds of attainment history kept per pipeline.
+/// Seconds of attainment, quality and cost history kept per pipeline.
 const SECONDS_KEPT: i64 = 1800;
 /// Window of the per-node and end-to-end latency figures.
 const RECENT_MS: f64 = 60_000.0;
@@ -392,6 +395,9 @@ pub struct RecentFigures {
     /// Per second: (ms since the Unix epoch, queries answered, their mean accuracy, queries
     /// dropped early), oldest first.
     pub quality: Vec<(i64, u64, Option<f64>, u64)>,
+    /// Per second: (ms since the Unix epoch, what the pipeline's loaded instances cost, $/h),
+    /// oldest first.
+    pub cost: Vec<(i64, f64)>,
     /// Queries dropped early per node (since the controller started).
     pub drops: Vec<(String, u64)>,
 }
@@ -534,6 +540,7 @@ impl PipelineActivity {
                         (s * 1000, n, mean, d)
                     })
                     .collect(),
+                cost: a.cost.iter().map(|&(s, c)| (s * 1000, c)).collect(),
                 drops,
             }
         })
@@ -556,6 +563,29 @@ impl PipelineActivity {
                 .filter(|&&t| t < to)
                 .count()
         })
+    }
+
+    /// Records what pipeline `name` costs per hour at `at_ms` (ms since the Unix epoch): one
+    /// sample per second (a later one in the same second replaces it), the last
+    /// [`SECONDS_KEPT`] seconds. Only a pipeline already known here is recorded: one forgotten
+    /// meanwhile (deleted) stays forgotten. A sample older than the newest is ignored.
+    pub fn record_cost(&self, tenant: &str, name: &str, at_ms: i64, cost_per_hour: f64) {
+        if !cost_per_hour.is_finite() {
+            return;
+        }
+        let sec = at_ms.div_euclid(1000);
+        let mut map = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(a) = map.get_mut(&(tenant.to_string(), name.to_string())) else {
+            return;
+        };
+        match a.cost.back_mut() {
+            Some(last) if last.0 == sec => last.1 = cost_per_hour,
+            Some(last) if last.0 > sec => return,
+            _ => a.cost.push_back((sec, cost_per_hour)),
+        }
+        while a.cost.front().is_some_and(|s| sec - s.0 > SECONDS_KEPT) {
+            a.cost.pop_front();
+        }
     }
 
     /// Records a query dropped early at `node`.

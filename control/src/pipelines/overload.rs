@@ -504,7 +504,7 @@ fn feed_forecasts(state: &ControlPlane, sec: i64) {
 }
 
 /// Feeds the pipelines' forecasters once a second and runs the resource manager every
-/// [`PERIOD`], until `shutdown`.
+/// [`PERIOD`], until `shutdown`; samples their cost too ([`super::status::record_costs`]).
 pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -516,6 +516,7 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
             _ = tick.tick() => {}
         }
         feed_forecasts(&state, infaas_core::time::now_ms().div_euclid(1000) - 1);
+        super::status::record_costs(&state).await;
         if n.is_multiple_of(every) {
             period(&state).await;
         } else {

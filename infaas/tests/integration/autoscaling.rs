@@ -42,6 +42,8 @@ const PRICES: Prices = Prices {
     memory_gb_per_s: 1e-3,
     gpu_per_s: 1e-4,
 };
+/// Registration and profiling of the slow model.
+const READY_HEAVY: Duration = Duration::from_secs(300);
 /// Memory budget of every worker (it is priced too).
 const WORKER_MEMORY: u64 = 256 << 20;
 
@@ -116,9 +118,46 @@ struct Ramp<'a> {
     meter: Meter,
     began: Instant,
     seen: usize,
+    /// Queries in flight; a phase does not wait for them (the next one starts at once, as a
+    /// client's load would), [`Ramp::finish`] does.
+    tasks: tokio::task::JoinSet<()>,
 }
 
-impl Ramp<'_> {
+impl<'a> Ramp<'a> {
+    /// A ramp of single-row queries (the first 200 rows of `digits-val.npz`) to [`APP`],
+    /// pricing the configuration by `by_name`.
+    fn new(p: &'a Platform, t: &'a Tenant, by_name: BTreeMap<String, Variant>) -> Self {
+        let x = zoo_arrays("digits-val.npz")
+            .into_iter()
+            .find(|t| t.name == "x")
+            .unwrap();
+        let rows = (0..200)
+            .map(|i| {
+                let row = x.slice_batch(i, i + 1);
+                let data: Vec<f64> = (0..row.data.len())
+                    .map(|k| row.data.get_f64(k).unwrap())
+                    .collect();
+                json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data}]})
+            })
+            .collect();
+        Ramp {
+            p,
+            t,
+            by_name,
+            rows,
+            statuses: Arc::default(),
+            meter: Meter::default(),
+            began: Instant::now(),
+            seen: 0,
+            tasks: tokio::task::JoinSet::new(),
+        }
+    }
+
+    /// Waits for every query sent so far.
+    async fn finish(&mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
     /// Sends single-row queries at `rate` per second (constant gaps) for at least `min`,
     /// until every action of `wanted` shows among the events that came after the previous
     /// phase; fails after `max`. Samples the configuration's cost meanwhile.
@@ -131,7 +170,6 @@ impl Ramp<'_> {
     ) -> Vec<Value> {
         let gap = Duration::from_secs_f64(1.0 / rate);
         let start = Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
         let mut next_check = start;
         let mut i = 0u32;
         let list = loop {
@@ -165,7 +203,8 @@ impl Ramp<'_> {
                 .bearer_auth(&self.t.token)
                 .json(&body);
             let statuses = self.statuses.clone();
-            tasks.spawn(async move {
+            while self.tasks.try_join_next().is_some() {}
+            self.tasks.spawn(async move {
                 let code = match req.send().await {
                     Ok(r) => r.status().as_u16(),
                     Err(_) => 0,
@@ -175,7 +214,6 @@ impl Ramp<'_> {
             i += 1;
             tokio::time::sleep_until(tokio::time::Instant::from_std(start + gap * i)).await;
         };
-        while tasks.join_next().await.is_some() {}
         self.seen = list.len();
         list
     }
@@ -344,29 +382,7 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         .unwrap();
     state.cluster.loaded(&embedded, &req);
 
-    let x = zoo_arrays("digits-val.npz")
-        .into_iter()
-        .find(|t| t.name == "x")
-        .unwrap();
-    let rows: Vec<Value> = (0..200)
-        .map(|i| {
-            let row = x.slice_batch(i, i + 1);
-            let data: Vec<f64> = (0..row.data.len())
-                .map(|k| row.data.get_f64(k).unwrap())
-                .collect();
-            json!({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": data}]})
-        })
-        .collect();
-    let mut ramp = Ramp {
-        p: &p,
-        t: &t,
-        by_name: by_name.clone(),
-        rows,
-        statuses: Arc::default(),
-        meter: Meter::default(),
-        began: Instant::now(),
-        seen: 0,
-    };
+    let mut ramp = Ramp::new(&p, &t, by_name.clone());
     let s = Duration::from_secs;
 
     // Low: the dear variant has far more headroom than needed: downgraded.
@@ -391,6 +407,7 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     for e in &list {
         println!("  {} {}: {}", e["action"], e["worker"], e["reason"]);
     }
+    ramp.finish().await;
     let statuses = ramp.statuses.lock().unwrap().clone();
     println!("statuses: {statuses:?} in {took:?}");
     let (run, peak) = ramp.meter.costs();
@@ -768,5 +785,323 @@ async fn process_workers_only_start_on_cores_nobody_offers() {
     assert_eq!(cores, 1, "the worker offers the one core left");
     let started = provisioned(&p).await;
     assert_eq!(started.len(), 1, "{started:?}");
+    p.stop().await;
+}
+
+/// A worker process of the test, killed when dropped.
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `infaas worker` named `name` with `cores` cores, a budget of `threads` threads and
+/// `memory` bytes, and waits until it has registered.
+async fn spawn_worker(
+    p: &Platform,
+    objects: &str,
+    ort: &std::path::Path,
+    name: &str,
+    (cores, threads, memory): (usize, usize, u64),
+) -> (Spawned, String) {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_infaas"))
+        .args(["--object-store", objects, "--log-level", "warn"])
+        .args(["--worker-cores", &cores.to_string()])
+        .args(["--worker-thread-budget", &threads.to_string()])
+        .args(["--worker-memory-bytes", &memory.to_string()])
+        .arg("--ort-dylib-path")
+        .arg(ort)
+        .args(["worker", "--controller", &p.base])
+        .env("INFAAS_CLUSTER_TOKEN", &p.server.state.cluster_token)
+        .env("INFAAS_WORKER_NAME", name)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Spawned(child);
+    let start = Instant::now();
+    loop {
+        if let Some(id) = p.server.state.cluster.worker_ids_by_name().get(name) {
+            return (child, id.clone());
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "worker {name} did not register"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `(worker name, variant, threads, state)` of every live instance of the tenant.
+async fn placements(p: &Platform, t: &Tenant) -> Vec<(String, String, u64, String)> {
+    let a = p.get(t, "/v1/workers").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let mut out = Vec::new();
+    for w in a.body["workers"].as_array().unwrap() {
+        if w["alive"] != true {
+            continue;
+        }
+        for i in w["instances"].as_array().unwrap() {
+            out.push((
+                w["name"].as_str().unwrap_or_default().to_string(),
+                i["variant"].as_str().unwrap_or_default().to_string(),
+                i["threads"].as_u64().unwrap_or(0),
+                i["state"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Themis' vertical-then-horizontal transition on the running controller (Themis §4-5, §5.1.3),
+/// driven by real load on a slow model (`tests/python/make_heavy_model.py`): a surge on a CPU
+/// instance first gets it more intra-op threads (`add-threads`), then, with the surge held and
+/// the forecast of the next ten seconds saying it stays, base-thread instances take over and
+/// the threads are given back (`rebalance`), and after the load falls the configuration
+/// returns to one base-thread instance (`remove-replica`). The application's forecast shows
+/// the surge.
+///
+/// Workers: the model's instance runs on a worker process of 2 cores whose memory holds only
+/// one instance (so the query path cannot load a second one next to it: threads are the only
+/// way up there); a second worker, with room for one base-thread instance, joins once the
+/// threads serve the surge (before, the query path would load a replica there for the
+/// Overloaded instance, which is not what this test is about).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back() {
+    let Some(ort) = ort_library() else { return };
+    const HEAVY: &str = "digits-mlp-heavy";
+    let b = Backends::embedded();
+    // Twelve pairs of 256-row MatMuls: about 30 ms a query at one thread, in operations large
+    // enough for more intra-op threads to speed up.
+    let Some(heavy) = registry_common::heavy_mlp(b.dir.path(), &["12", "256"]) else {
+        return;
+    };
+    let mut cfg = fast_config(&b, &ort);
+    // Variants at one thread (the base threads); the embedded worker holds no instance.
+    cfg.worker_cores = Some(1);
+    cfg.worker_thread_budget = Some(0);
+    cfg.evict_idle_secs = 3600;
+    cfg.log_level = "warn".into();
+    cfg.profile_runs = 20;
+    cfg.autoscale = AutoscaleConfig {
+        enabled: true,
+        model_interval_ms: 1000,
+        worker_interval_ms: 1000,
+        exact_interval_ms: 0,
+        vertical: true,
+        // The gain of a thread as measured here on this model: 1.5x at two threads.
+        vertical_parallel_fraction: 0.67,
+        // Only the forecast settles the load (Themis §5.1.3), never a count of calm periods.
+        stable_periods: 1000,
+        worker_provider: WorkerProviderKind::None,
+        interference_factor: 1000.0,
+        ..AutoscaleConfig::default()
+    };
+    let objects = cfg.object_store.clone().unwrap();
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(
+        &t,
+        &Registration::default()
+            .text("name", HEAVY)
+            .text("app", APP)
+            .text("max_batch", "1")
+            .file(
+                "model",
+                std::fs::read(&heavy).unwrap(),
+                "digits-mlp-heavy.onnx",
+            )
+            .file(
+                "validation",
+                registry_common::zoo_bytes("digits-val.npz"),
+                "digits-val.npz",
+            ),
+    )
+    .await;
+    let model = p.wait_ready(&t, HEAVY, READY_HEAVY).await;
+    let all = variants(&model);
+    let memory = |name: &str| -> u64 {
+        model["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .unwrap()["memory_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    // The instance: the source file's variant, whose profile holds under serving (the int8
+    // file's MatMuls profile faster than they serve beside the HTTP edge); the worker's memory
+    // has no room for any other variant beside it.
+    let base = all.iter().find(|v| v.file == "source").unwrap().clone();
+    let base_memory = memory(&base.name);
+    let smallest = all.iter().map(|v| memory(&v.name)).min().unwrap();
+    println!(
+        "variants: {all:#?}; instance of {} ({base_memory} bytes)",
+        base.name
+    );
+
+    let (_a, a_id) = spawn_worker(
+        &p,
+        &objects,
+        &ort,
+        "threads",
+        (2, 2, base_memory + smallest / 2),
+    )
+    .await;
+    let cluster = p.server.state.cluster.clone();
+    cluster.refresh_catalog().await.unwrap();
+    let served = cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.variant.name == base.name)
+        .unwrap()
+        .clone();
+    let req = infaas_control::serving::load_request(&served);
+    cluster.handle(&a_id).unwrap().load(&req).await.unwrap();
+    cluster.loaded(&a_id, &req);
+
+    let mut ramp = Ramp::new(&p, &t, BTreeMap::new());
+    let s = Duration::from_secs;
+    // 1.15 base instances' worth of demand: two threads on one instance (1.5x by the parallel
+    // fraction above), or two instances at one thread on as many cores, serving more (2x).
+    let surge = 1.15 * base.peak;
+    let calm = 0.25 * base.peak;
+    println!(
+        "base peak {:.0} rows/s: surge {surge:.0}, calm {calm:.0} queries/s",
+        base.peak
+    );
+    let monitor = {
+        let (http, base, token) = (p.http.clone(), p.base.clone(), t.token.clone());
+        tokio::spawn(async move {
+            let began = Instant::now();
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let Ok(w) = http
+                    .get(format!("{base}/v1/workers"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                else {
+                    break;
+                };
+                let w: Value = w.json().await.unwrap_or(Value::Null);
+                let inst: Vec<String> = w["workers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|w| {
+                        let n = w["name"].clone();
+                        let list = w["instances"].as_array().cloned().unwrap_or_default();
+                        list.into_iter().map(move |i| {
+                            format!(
+                                "{n} {} {}t {} {:.0}/s q{}",
+                                i["variant"], i["threads"], i["state"], i["qps"], i["queue_rows"]
+                            )
+                        })
+                    })
+                    .collect();
+                println!("[{:.0}s] {inst:?}", began.elapsed().as_secs_f64());
+            }
+        })
+    };
+    // Calm: the model autoscaler's forecaster sees the family's arrivals for ten periods.
+    ramp.phase(calm, s(11), s(11), &[]).await;
+    // Surge: threads first.
+    ramp.phase(surge, s(1), s(30), &["add-threads"]).await;
+    // Held, the forecast says it stays: base-thread instances. A second worker joins once the
+    // threads serve the surge (the instance is no longer Overloaded, so the query path does
+    // not load a replica there first).
+    let join_when_relieved = async {
+        let start = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = placements(&p, &t).await;
+            if now
+                .iter()
+                .any(|(_, _, threads, state)| *threads > 1 && state == "active")
+            {
+                return spawn_worker(&p, &objects, &ort, "replicas", (1, 1, 1 << 30)).await;
+            }
+            assert!(
+                start.elapsed() < s(30),
+                "the threads did not relieve the instance: {now:?}"
+            );
+        }
+    };
+    let (held_events, (_b, _)) = tokio::join!(
+        ramp.phase(surge, s(1), s(60), &["rebalance"]),
+        join_when_relieved
+    );
+    let held = placements(&p, &t).await;
+    // The load falls: back to one instance at base threads.
+    let list = ramp.phase(calm, s(1), s(60), &["remove-replica"]).await;
+    let end = placements(&p, &t).await;
+    monitor.abort();
+    for e in &list {
+        println!("  {} {}: {}", e["action"], e["worker"], e["reason"]);
+    }
+    println!("held: {held:?}; end: {end:?}");
+    ramp.finish().await;
+    let statuses = ramp.statuses.lock().unwrap().clone();
+    println!("statuses: {statuses:?}");
+    let failed: usize = statuses
+        .iter()
+        .filter(|(c, _)| **c >= 500 || **c == 0)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(failed, 0, "queries failed: {statuses:?}");
+    // In order: threads, then the split, then the scale-in; nothing else loaded the replica.
+    let names = actions(&list);
+    let first = |a: &str| names.iter().position(|n| n == a).unwrap();
+    assert!(first("add-threads") < first("rebalance"), "{names:?}");
+    assert!(first("rebalance") < first("remove-replica"), "{names:?}");
+    assert!(
+        !names[..first("rebalance")]
+            .iter()
+            .any(|n| n == "replicate" || n == "load-on-demand" || n.ends_with("-failed")),
+        "{names:?}"
+    );
+    // No threads come back after the split (an instance just given back its threads is judged
+    // a window behind; before, it got them again at once).
+    assert!(
+        !names[first("rebalance")..]
+            .iter()
+            .any(|n| n == "add-threads"),
+        "{names:?}"
+    );
+    let add = &list[first("add-threads")];
+    assert_eq!(add["worker"], "threads", "{add}");
+    // The split was the forecast's call, on no more cores: 2 threads -> 2 instances x 1.
+    let split = &held_events[held_events
+        .iter()
+        .position(|e| e["action"] == "rebalance")
+        .unwrap()];
+    let reason = split["reason"].as_str().unwrap();
+    assert!(reason.contains("load settled (forecast max"), "{reason}");
+    assert!(
+        split["cost_after_per_s"].as_f64().unwrap() <= split["cost_before_per_s"].as_f64().unwrap(),
+        "{split}"
+    );
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert!(
+        held.iter().all(|(_, _, threads, _)| *threads == 1),
+        "{held:?}"
+    );
+    // Back to the cheapest configuration: one instance at base threads.
+    assert_eq!(end.len(), 1, "{end:?}");
+    assert_eq!(end[0].2, 1, "{end:?}");
+    // The application's forecast saw the surge.
+    let view = p.get(&t, &format!("/v1/apps/{APP}/forecast")).await;
+    assert_eq!(view.status, StatusCode::OK, "{}", view.text);
+    let observed_max = view.body["observed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| o[1].as_f64())
+        .fold(0.0, f64::max);
+    assert!(observed_max >= 0.8 * surge, "{observed_max} {surge}");
     p.stop().await;
 }

@@ -2,7 +2,8 @@
 //! registration form (a refused document shows the server's reason with the API's status and
 //! stores nothing; an accepted one redirects to the pipeline's page), the page's SVG graph
 //! with every node, its served variant and the edges (the switch dashed and labelled), the
-//! SLO attainment chart after queries, tenant isolation and deletion through the form.
+//! SLO attainment chart after queries, the cost per second the controller samples and its
+//! chart, tenant isolation and deletion through the form.
 //!
 //! `cargo nextest run -p infaas --test integration dashboard_pipelines`. Needs ONNX Runtime.
 #![allow(clippy::unwrap_used)]
@@ -270,6 +271,51 @@ async fn pipelines_are_registered_drawn_and_deleted_from_the_dashboard() {
         "the chart has points: {chart}"
     );
     assert!(html.contains(r#"id="pipeline-plan-none""#));
+
+    // The cost over time: the controller samples what the loaded instances cost once a second
+    // (reading the status records none), one point per second; the page charts it beside the
+    // accuracy and the load.
+    let waited = std::time::Instant::now();
+    let cost = loop {
+        let a = p.get(&t, "/v1/pipelines/cascade").await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        let cost: Vec<(i64, f64)> = a.body["status"]["cost"]
+            .as_array()
+            .unwrap_or_else(|| panic!("status.cost: {}", a.text))
+            .iter()
+            .map(|s| (s[0].as_i64().unwrap(), s[1].as_f64().unwrap()))
+            .collect();
+        if cost.len() >= 2 {
+            break cost;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "two seconds of cost sampled: {}",
+            a.text
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        cost.windows(2).all(|w| w[0].0 < w[1].0) && cost.iter().all(|c| c.0 % 1000 == 0),
+        "one sample per second, oldest first: {cost:?}"
+    );
+    assert!(
+        cost.last().is_some_and(|c| c.1 > 0.0),
+        "the cheap and expert instances cost: {cost:?}"
+    );
+    let (_, html) = browser.get("/ui/pipelines/cascade").await;
+    let chart = between(&html, r#"<figure id="chart-cost">"#, "</figure>");
+    assert!(chart.contains(r#"<svg class="chart""#), "{chart}");
+    assert!(chart.contains("cost ($/h)"), "{chart}");
+    assert!(
+        !chart.contains(r#"data-points="0""#) && chart.contains("data-value="),
+        "the cost chart has points: {chart}"
+    );
+    assert!(
+        html.find(r#"id="chart-accuracy""#) < html.find(r#"id="chart-cost""#)
+            && html.find(r#"id="chart-load""#) < html.find(r#"id="chart-cost""#),
+        "beside the accuracy and the load"
+    );
 
     // The list shows it with its figures.
     let (_, html) = browser.get("/ui/pipelines").await;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use infaas_testing::platform::{
-    self as registry_common, fast_config, open_quotas, ort_library, zoo_arrays, zoo_dir, Platform,
+    self as registry_common, fast_config, open_quotas, ort_library, zoo_arrays, Platform,
     Registration, Tenant,
 };
 use registry_common::backends::Backends;
@@ -147,26 +147,10 @@ async fn wait_mode(p: &Platform, t: &Tenant, mode: &str, secs: u64) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overloaded_pipeline_trades_accuracy_not_its_slo_and_recovers() {
     let Some(ort) = ort_library() else { return };
-    if !registry_common::python_has("onnx, numpy", "onnx and numpy") {
-        return;
-    }
     let b = Backends::embedded();
-    let heavy = b.dir.path().join("digits-mlp-heavy.onnx");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/python/make_heavy_model.py"
-    );
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .arg(zoo_dir())
-        .arg(&heavy)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Some(heavy) = registry_common::heavy_mlp(b.dir.path(), &[]) else {
+        return;
+    };
 
     let p = Platform::start(fast_config(&b, &ort)).await;
     let t = p.tenant("acme", open_quotas()).await;

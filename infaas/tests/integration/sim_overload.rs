@@ -2,7 +2,8 @@
 //! classifier, three models each from fast and inaccurate to slow and accurate, on a CPU and a
 //! GPU) and a small cluster: the JSON says SIMULATED, every query of the step overload is
 //! accounted for, Loki violates the SLO far less than hardware scaling alone (InferLine) at a
-//! bounded accuracy drop and carries more; a bad pipeline is named.
+//! bounded accuracy drop and carries more, the catalogue's ceiling at a 13% drop is reported;
+//! a bad pipeline is named.
 #![allow(clippy::unwrap_used)]
 
 use std::process::Command;
@@ -124,6 +125,23 @@ fn sim_overload_shows_loki_carrying_the_overload_that_hardware_scaling_cannot() 
     assert!(cap("inferline") > 0.0, "{stdout}");
     assert!(cap("loki") > 1.5 * cap("inferline"), "{stdout}");
     assert!(f(&row("loki"), "capacity_ratio_to_inferline") > 1.5);
+    // The catalogue's ceiling at >= 87% relative accuracy (any plan, in the plans' terms):
+    // proved on this small problem, at least what full accuracy carries, bracketed to 1%, and
+    // reported over inferline's simulated capacity.
+    let ceiling = &e["accuracy_ceiling"];
+    assert_eq!(ceiling["proved"], true, "{ceiling}");
+    assert!(
+        (f(ceiling, "min_relative_accuracy") - 0.87).abs() < 1e-9,
+        "{ceiling}"
+    );
+    let at = f(ceiling, "qps");
+    assert!(at >= f(e, "full_accuracy_capacity_qps"), "{stdout}");
+    let fails = f(ceiling, "fails_at_qps");
+    assert!(fails > at && fails <= at * 1.0101, "{ceiling}");
+    assert!(
+        (f(e, "accuracy_ceiling_ratio_to_inferline") - at / cap("inferline")).abs() < 1e-9,
+        "{stdout}"
+    );
 
     let bad = Command::new(env!("CARGO_BIN_EXE_infaas"))
         .args(["sim-overload", "--pipeline", "nope"])

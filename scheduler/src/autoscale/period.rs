@@ -497,10 +497,11 @@ mod tests {
     #[test]
     fn vertical_scaling_gives_only_idle_cores() {
         assert_eq!(threads_given(0.3), 2, "one idle core of two");
+        assert_eq!(threads_given(0.6), 2, "most of a core idle (0.8)");
         assert_eq!(
-            threads_given(0.6),
+            threads_given(0.8),
             0,
-            "no core idle: threads would add nothing"
+            "less than half a core idle: threads would add little"
         );
         assert_eq!(threads_given(0.95), 0);
     }

@@ -32,7 +32,8 @@ pub enum Step {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActionPlan {
     /// Name in scaling events: `replicate`, `upgrade`, `downgrade`, `remove-replica`,
-    /// `add-threads`, `rebalance`, `migrate`.
+    /// `add-threads`, `remove-threads` (given back in place), `rebalance` (split into
+    /// base-thread replicas), `migrate`.
     pub action: &'static str,
     /// Index of the variant the event names (the new one for loads, else the removed one).
     pub variant: usize,
@@ -257,7 +258,13 @@ pub fn resolve(
                 variant,
                 threads,
             });
-            job("rebalance", inst.variant, inst.worker, steps)
+            // Threads given back in place, or the split into base-thread replicas.
+            let name = if replicas == 0 {
+                "remove-threads"
+            } else {
+                "rebalance"
+            };
+            job(name, inst.variant, inst.worker, steps)
         }
         ActionKind::Migrate {
             instance: i,
@@ -516,10 +523,24 @@ mod tests {
             &mut c,
             |_| 3,
         ));
+        assert_eq!(j.action, "rebalance");
         assert_eq!(j.steps.len(), 3);
         assert_eq!(j.steps[0], load("w2", "v0"));
         assert_eq!(j.steps[1], load("w1", "v0"));
         assert!(matches!(j.steps[2], Step::Resize { threads: 1, .. }));
+        // Threads given back in place, without replicas: named as such.
+        let j = run(resolve(
+            &s,
+            &action(ActionKind::Rebalance {
+                instance: 0,
+                threads: 2,
+                replicas: 0,
+            }),
+            &mut ClaimedRoom::default(),
+            |_| 3,
+        ));
+        assert_eq!(j.action, "remove-threads");
+        assert!(matches!(j.steps[..], [Step::Resize { threads: 2, .. }]));
         // Already at base threads: nothing to do.
         assert!(matches!(
             resolve(

@@ -1,12 +1,15 @@
 //! Themis-style two-stage scaling of CPU instances (Themis §4-5).
 //!
-//! While the load is changing, an Overloaded CPU instance whose worker has spare cores gets more
-//! intra-op threads in place ([`ActionKind::AddThreads`]): it takes effect at once, where a new
-//! replica would first have to load. Threads the load no longer needs are given back as fast
+//! Vertical first (Themis §4, §5.1.3: when the configuration for the load needs more resources,
+//! scale in place when the hardware allows): an Overloaded CPU instance whose worker has spare
+//! cores gets more intra-op threads in place ([`ActionKind::AddThreads`]), settled load or
+//! not: it takes effect at once, where a new replica would first have to load. While the load
+//! is changing, threads the load no longer needs are given back as fast
 //! ([`ActionKind::Rebalance`] without replicas). Once the load has settled, an instance running
 //! above its variant's base threads is split back into instances at base threads
-//! ([`ActionKind::Rebalance`]) when that needs fewer cores: by Amdahl's law, `k` instances of `t`
-//! cores serve at least as much as one of `k * t` cores (Themis §5.1.1).
+//! ([`ActionKind::Rebalance`]) when that needs fewer cores, or as many: by Amdahl's law, `k`
+//! instances of `t` cores serve at least as much as one of `k * t` cores (Themis §5.1.1). An
+//! instance that could be split is not given threads in the same period.
 //!
 //! When the load has settled ([`Settling`]): without a forecast, once it has been stable for
 //! [`VerticalConfig::stable_periods`] periods ([`Stability`]); with one (Themis §5.1.3), when
@@ -64,6 +67,9 @@ pub struct CpuInstance {
     pub base_peak_qps: f64,
     /// Load the instance must serve, rows/s (arrivals, not only what it served).
     pub demand_qps: f64,
+    /// Rows waiting for it now, and its variant's largest batch.
+    pub queued_rows: usize,
+    pub max_batch: usize,
 }
 
 impl CpuInstance {
@@ -84,6 +90,8 @@ impl CpuInstance {
             base_threads: v.threads,
             base_peak_qps: v.peak_qps(),
             demand_qps,
+            queued_rows: s.queued(instance),
+            max_batch: v.max_batch,
         })
     }
 }
@@ -248,51 +256,109 @@ pub fn vertical_settling(
     let mut free = free_cores.to_vec();
     let mut actions = Vec::new();
     let (settled, why) = settling.judge(instances, cfg);
-    if !settled {
-        // Surge: most overloaded first.
-        let mut order: Vec<&CpuInstance> = instances
-            .iter()
-            .filter(|i| i.state == InstanceState::Overloaded && i.worker < free.len())
-            .collect();
-        order.sort_by(|a, b| {
-            let ra = a.demand_qps / peak_at(a, a.threads, cfg);
-            let rb = b.demand_qps / peak_at(b, b.threads, cfg);
-            rb.total_cmp(&ra)
-        });
-        for i in order {
-            let cap = cfg.max_threads.min(i.threads + free[i.worker]);
-            if cap <= i.threads {
+    // Settled: split scaled-up instances into base-thread instances when that needs fewer
+    // cores (before threads are added, so the replicas' cores are not given away).
+    let mut split: Vec<usize> = Vec::new();
+    if settled {
+        let mut spare: usize = free.iter().sum();
+        for i in instances {
+            if i.threads <= i.base_threads || i.base_peak_qps <= 0.0 {
                 continue;
             }
-            let target = cfg.headroom * i.demand_qps;
-            let to = (i.threads + 1..=cap)
-                .find(|&t| peak_at(i, t, cfg) >= target)
-                .unwrap_or(cap);
-            free[i.worker] -= to - i.threads;
+            let k = base_instances(i, i.demand_qps, cfg);
+            let cores_after = k * i.base_threads;
+            let new_cores = (k - 1) * i.base_threads;
+            // Fewer cores, or as many serving more (Themis §5.1.1).
+            let better = cores_after < i.threads
+                || (cores_after == i.threads
+                    && k as f64 * i.base_peak_qps > peak_at(i, i.threads, cfg));
+            if !better || new_cores > spare {
+                continue;
+            }
+            spare -= new_cores;
+            split.push(i.instance);
             actions.push(Action {
-                kind: ActionKind::AddThreads {
+                kind: ActionKind::Rebalance {
                     instance: i.instance,
-                    from: i.threads,
-                    to,
+                    threads: i.base_threads,
+                    replicas: k - 1,
                 },
                 reason: format!(
-                    "instance {} overloaded: demand {:.0} rows/s, peak {:.0} rows/s at {} threads; \
-                     {to} threads give {:.0} rows/s{} ({why})",
+                    "{why}: instance {} at {} threads serves {:.0} rows/s; \
+                     {k} instance(s) at {} threads give {:.0} rows/s on {cores_after} cores instead of {}",
                     i.instance,
-                    i.demand_qps,
-                    peak_at(i, i.threads, cfg),
                     i.threads,
-                    peak_at(i, to, cfg),
-                    if peak_at(i, to, cfg) >= target {
-                        ""
-                    } else {
-                        ", all the worker's spare cores allow"
-                    },
+                    i.demand_qps,
+                    i.base_threads,
+                    k as f64 * i.base_peak_qps,
+                    i.threads,
                 ),
                 cost_before_per_s: i.threads as f64 * core,
-                cost_after_per_s: to as f64 * core,
+                cost_after_per_s: cores_after as f64 * core,
             });
         }
+        // The replicas take the spare cores first (the resolver places them anywhere).
+        let mut taken: usize = free.iter().sum::<usize>() - spare;
+        for f in free.iter_mut() {
+            let t = taken.min(*f);
+            *f -= t;
+            taken -= t;
+        }
+    }
+    // Vertical first: most overloaded first.
+    let mut order: Vec<&CpuInstance> = instances
+        .iter()
+        .filter(|i| {
+            i.state == InstanceState::Overloaded
+                && i.worker < free.len()
+                && !split.contains(&i.instance)
+        })
+        .collect();
+    order.sort_by(|a, b| {
+        let ra = a.demand_qps / peak_at(a, a.threads, cfg);
+        let rb = b.demand_qps / peak_at(b, b.threads, cfg);
+        rb.total_cmp(&ra)
+    });
+    for i in order {
+        let cap = cfg.max_threads.min(i.threads + free[i.worker]);
+        let target = cfg.headroom * i.demand_qps;
+        // Its threads already serve its share of the load and nothing waits beyond a batch:
+        // the state is a window behind (an instance just given back its threads is still
+        // judged on the rate it served with them), and more threads would only be given back
+        // again.
+        let served = peak_at(i, i.threads, cfg) >= target && i.queued_rows <= i.max_batch;
+        if cap <= i.threads || served {
+            continue;
+        }
+        let to = (i.threads + 1..=cap)
+            .find(|&t| peak_at(i, t, cfg) >= target)
+            .unwrap_or(cap);
+        free[i.worker] -= to - i.threads;
+        actions.push(Action {
+            kind: ActionKind::AddThreads {
+                instance: i.instance,
+                from: i.threads,
+                to,
+            },
+            reason: format!(
+                "instance {} overloaded: demand {:.0} rows/s, peak {:.0} rows/s at {} threads; \
+                 {to} threads give {:.0} rows/s{} ({why})",
+                i.instance,
+                i.demand_qps,
+                peak_at(i, i.threads, cfg),
+                i.threads,
+                peak_at(i, to, cfg),
+                if peak_at(i, to, cfg) >= target {
+                    ""
+                } else {
+                    ", all the worker's spare cores allow"
+                },
+            ),
+            cost_before_per_s: i.threads as f64 * core,
+            cost_after_per_s: to as f64 * core,
+        });
+    }
+    if !settled {
         // Threads no longer needed are given back at once (as fast as they were taken).
         for i in instances {
             if i.state == InstanceState::Overloaded || i.threads <= i.base_threads {
@@ -322,40 +388,6 @@ pub fn vertical_settling(
                 cost_after_per_s: to as f64 * core,
             });
         }
-        return actions;
-    }
-    // Stable: split scaled-up instances into base-thread instances when that needs fewer cores.
-    let mut spare: usize = free.iter().sum();
-    for i in instances {
-        if i.threads <= i.base_threads || i.base_peak_qps <= 0.0 {
-            continue;
-        }
-        let k = base_instances(i, i.demand_qps, cfg);
-        let cores_after = k * i.base_threads;
-        let new_cores = (k - 1) * i.base_threads;
-        if cores_after >= i.threads || new_cores > spare {
-            continue;
-        }
-        spare -= new_cores;
-        actions.push(Action {
-            kind: ActionKind::Rebalance {
-                instance: i.instance,
-                threads: i.base_threads,
-                replicas: k - 1,
-            },
-            reason: format!(
-                "{why}: instance {} at {} threads serves {:.0} rows/s; \
-                 {k} instance(s) at {} threads give {:.0} rows/s on {cores_after} cores instead of {}",
-                i.instance,
-                i.threads,
-                i.demand_qps,
-                i.base_threads,
-                k as f64 * i.base_peak_qps,
-                i.threads,
-            ),
-            cost_before_per_s: i.threads as f64 * core,
-            cost_after_per_s: cores_after as f64 * core,
-        });
     }
     actions
 }
@@ -388,6 +420,8 @@ mod tests {
             base_threads: 1,
             base_peak_qps: 100.0,
             demand_qps: demand,
+            queued_rows: 0,
+            max_batch: 1,
         }
     }
 
@@ -434,6 +468,23 @@ mod tests {
             ..overloaded(250.0)
         };
         assert!(vertical(&[active], &[8], 0, &PRICES, &cfg).is_empty());
+    }
+
+    /// An Overloaded instance whose threads serve its share of the load (its state a window
+    /// behind, as right after threads were given back) gets no more.
+    #[test]
+    fn no_threads_for_an_instance_whose_threads_serve_its_load() {
+        let cfg = VerticalConfig::default();
+        for stable in [0, 9] {
+            assert!(vertical(&[overloaded(90.0)], &[8], stable, &PRICES, &cfg).is_empty());
+            assert!(!vertical(&[overloaded(99.0)], &[8], stable, &PRICES, &cfg).is_empty());
+            // A backlog says the profile is not what it serves: threads all the same.
+            let backlog = CpuInstance {
+                queued_rows: 10,
+                ..overloaded(90.0)
+            };
+            assert!(!vertical(&[backlog], &[8], stable, &PRICES, &cfg).is_empty());
+        }
     }
 
     #[test]
@@ -492,12 +543,63 @@ mod tests {
         assert_eq!((a[0].cost_before_per_s, a[0].cost_after_per_s), (8.0, 3.0));
         // No room for the replicas anywhere: stays as it is.
         assert!(vertical(&[big], &[1], 5, &PRICES, &cfg).is_empty());
-        // Not cheaper: 2 threads serving 150 rows/s would need two 1-thread instances.
+        // As many cores, more throughput: 2 threads serving 150 rows/s (182 rows/s) become two
+        // 1-thread instances (200 rows/s).
         let small = CpuInstance {
+            state: InstanceState::Active,
             threads: 2,
             ..overloaded(150.0)
         };
-        assert!(vertical(&[small], &[8], 5, &PRICES, &cfg).is_empty());
+        let a = vertical(&[small], &[8], 5, &PRICES, &cfg);
+        assert_eq!(
+            a[0].kind,
+            ActionKind::Rebalance {
+                instance: 4,
+                threads: 1,
+                replicas: 1
+            }
+        );
+        assert_eq!((a[0].cost_before_per_s, a[0].cost_after_per_s), (2.0, 2.0));
+        // More cores: 2 threads serving 200 rows/s would need three 1-thread instances.
+        let busy = CpuInstance {
+            state: InstanceState::Active,
+            threads: 2,
+            ..overloaded(200.0)
+        };
+        assert!(vertical(&[busy], &[8], 5, &PRICES, &cfg).is_empty());
+    }
+
+    /// An overloaded instance that the settled load lets split into base-thread instances is
+    /// split, not given still more threads in the same period.
+    #[test]
+    fn a_settled_overloaded_instance_is_split_not_grown() {
+        let cfg = VerticalConfig::default();
+        // 8 threads (470 rows/s) serving 500 rows/s: six 1-thread instances (600 rows/s).
+        let big = CpuInstance {
+            threads: 8,
+            ..overloaded(500.0)
+        };
+        let a = vertical(&[big], &[8], 5, &PRICES, &cfg);
+        assert_eq!(
+            a.iter().map(|a| a.kind).collect::<Vec<_>>(),
+            vec![ActionKind::Rebalance {
+                instance: 4,
+                threads: 1,
+                replicas: 5
+            }]
+        );
+        // Not settled: the same instance gets threads.
+        let a = vertical(&[big], &[8], 0, &PRICES, &cfg);
+        assert!(
+            matches!(
+                a[..],
+                [Action {
+                    kind: ActionKind::AddThreads { from: 8, .. },
+                    ..
+                }]
+            ),
+            "{a:?}"
+        );
     }
 
     /// Themis §5.1.3 on the running period: with a forecast, a scaled-up instance is split into
@@ -556,7 +658,21 @@ mod tests {
             "{a:?}"
         );
         assert!(a[0].reason.contains("not settled"), "{}", a[0].reason);
-        assert!(vertical(&[overloaded(250.0)], &[8], 9, &PRICES, &cfg).is_empty());
+        // Settled, overloaded at base threads: vertical first all the same (the load needs
+        // more than the instance serves now; threads take effect at once).
+        for settling in [forecast(250.0), Settling::Periods(9)] {
+            let a = vertical_settling(&[overloaded(250.0)], &[8], settling, &PRICES, &cfg);
+            assert!(
+                matches!(
+                    a[..],
+                    [Action {
+                        kind: ActionKind::AddThreads { from: 1, to: 4, .. },
+                        ..
+                    }]
+                ),
+                "{a:?}"
+            );
+        }
         // A forecast that is not a number settles nothing.
         let (settled, _) = forecast(f64::NAN).judge(&[big], &cfg);
         assert!(!settled);

@@ -330,10 +330,11 @@ pub async fn show(
     };
     let target = spec.slo.latency_ms.map(|_| spec.slo.percentile() / 100.0);
     let chart = attainment_chart(&seconds, target);
-    let quality = status
-        .as_ref()
-        .map_or_else(|| recent.quality.clone(), |s| s.quality.clone());
-    let (accuracy_chart, load_chart) = quality_charts(&quality);
+    let (quality, cost_series) = status.as_ref().map_or_else(
+        || (recent.quality.clone(), recent.cost.clone()),
+        |s| (s.quality.clone(), s.cost.clone()),
+    );
+    let charts = quality_charts(&quality, &cost_series);
     let charted: Vec<&(i64, u64, u64)> = match chart.minutes.first() {
         Some(&from) => seconds.iter().filter(|s| s.0 >= from).collect(),
         None => Vec::new(),
@@ -361,8 +362,9 @@ pub async fn show(
         },
         cost: cost.map_or_else(|| "–".into(), per_hour),
         attainment_chart: chart.to_svg(),
-        accuracy_chart: accuracy_chart.to_svg(),
-        load_chart: load_chart.to_svg(),
+        accuracy_chart: charts.accuracy.to_svg(),
+        load_chart: charts.load.to_svg(),
+        cost_chart: charts.cost.to_svg(),
         forecast: status
             .as_ref()
             .and_then(|s| s.forecast.as_ref())

@@ -1090,7 +1090,7 @@ export interface components {
         };
         ScalingEvent: {
             /**
-             * @description `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `rebalance`,
+             * @description `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`, `rebalance`,
              *     `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
              */
             action: string;

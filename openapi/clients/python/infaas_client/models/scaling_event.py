@@ -15,7 +15,8 @@ T = TypeVar("T", bound="ScalingEvent")
 class ScalingEvent:
     """
     Attributes:
-        action (str): `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `rebalance`,
+        action (str): `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`,
+            `rebalance`,
             `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
         at_ms (int): When the action completed (or failed), milliseconds since the Unix epoch.
         id (str):
