@@ -2,6 +2,7 @@
 //! query path and flushed to the database every few seconds.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,9 +25,36 @@ pub struct QueryRecord<'a> {
     pub cost: f64,
 }
 
+/// Rows not yet flushed, by a hash of their `(tenant, app, variant, minute)`: a query finds
+/// its row without building an owned key (the query path allocates nothing here once the
+/// minute's row exists).
 #[derive(Default)]
 pub struct UsageRecorder {
-    pending: Mutex<HashMap<(String, String, String, i64), UsageRow>>,
+    pending: Mutex<HashMap<u64, Vec<UsageRow>>>,
+}
+
+fn key_hash(tenant: &str, app: &str, variant: &str, minute: i64) -> u64 {
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(Default::default)
+        .hash_one((tenant, app, variant, minute))
+}
+
+/// The pending row of `(tenant, app, variant, minute)` in `pending`, if any.
+fn row_of<'a>(
+    pending: &'a mut HashMap<u64, Vec<UsageRow>>,
+    tenant: &str,
+    app: &str,
+    variant: &str,
+    minute: i64,
+) -> (u64, Option<&'a mut UsageRow>) {
+    let hash = key_hash(tenant, app, variant, minute);
+    let row = pending.get_mut(&hash).and_then(|rows| {
+        rows.iter_mut().find(|r| {
+            r.minute == minute && r.variant == variant && r.app == app && r.tenant_id == tenant
+        })
+    });
+    (hash, row)
 }
 
 impl UsageRecorder {
@@ -36,30 +64,33 @@ impl UsageRecorder {
         let Ok(mut pending) = self.pending.lock() else {
             return;
         };
-        let row = pending
-            .entry((
-                q.tenant_id.to_string(),
-                q.app.to_string(),
-                q.variant.to_string(),
-                minute,
-            ))
-            .or_insert_with(|| UsageRow {
-                tenant_id: q.tenant_id.to_string(),
-                app: q.app.to_string(),
-                model: q.model.to_string(),
-                variant: q.variant.to_string(),
-                hardware: q.hardware.to_string(),
-                minute,
-                requests: 0,
-                rows: 0,
-                slo_met: 0,
-                slo_missed: 0,
-                latency_sum_ms: 0.0,
-                latency_max_ms: 0.0,
-                cost: 0.0,
-                slo_min_ms: None,
-                slo_max_ms: None,
-            });
+        let row = match row_of(&mut pending, q.tenant_id, q.app, q.variant, minute) {
+            (_, Some(row)) => row,
+            (hash, None) => {
+                let rows = pending.entry(hash).or_default();
+                rows.push(UsageRow {
+                    tenant_id: q.tenant_id.to_string(),
+                    app: q.app.to_string(),
+                    model: q.model.to_string(),
+                    variant: q.variant.to_string(),
+                    hardware: q.hardware.to_string(),
+                    minute,
+                    requests: 0,
+                    rows: 0,
+                    slo_met: 0,
+                    slo_missed: 0,
+                    latency_sum_ms: 0.0,
+                    latency_max_ms: 0.0,
+                    cost: 0.0,
+                    slo_min_ms: None,
+                    slo_max_ms: None,
+                });
+                let Some(row) = rows.last_mut() else {
+                    return;
+                };
+                row
+            }
+        };
         row.requests += 1;
         row.rows += q.rows as i64;
         if met {
@@ -77,7 +108,7 @@ impl UsageRecorder {
     /// Writes what was recorded since the last flush.
     pub async fn flush(&self, db: &Db) {
         let rows: Vec<UsageRow> = match self.pending.lock() {
-            Ok(mut p) => p.drain().map(|(_, v)| v).collect(),
+            Ok(mut p) => p.drain().flat_map(|(_, v)| v).collect(),
             Err(_) => return,
         };
         if rows.is_empty() {
@@ -87,14 +118,8 @@ impl UsageRecorder {
             tracing::error!(error = %e, rows = rows.len(), "cannot store usage records; keeping them for the next flush");
             if let Ok(mut p) = self.pending.lock() {
                 for r in rows {
-                    let key = (
-                        r.tenant_id.clone(),
-                        r.app.clone(),
-                        r.variant.clone(),
-                        r.minute,
-                    );
-                    match p.get_mut(&key) {
-                        Some(cur) => {
+                    match row_of(&mut p, &r.tenant_id, &r.app, &r.variant, r.minute) {
+                        (_, Some(cur)) => {
                             cur.requests += r.requests;
                             cur.rows += r.rows;
                             cur.slo_met += r.slo_met;
@@ -105,9 +130,7 @@ impl UsageRecorder {
                             cur.slo_min_ms = merge_slo(cur.slo_min_ms, r.slo_min_ms, true);
                             cur.slo_max_ms = merge_slo(cur.slo_max_ms, r.slo_max_ms, false);
                         }
-                        None => {
-                            p.insert(key, r);
-                        }
+                        (hash, None) => p.entry(hash).or_default().push(r),
                     }
                 }
             }
@@ -128,5 +151,53 @@ impl UsageRecorder {
             }
         }
         self.flush(&db).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query<'a>(variant: &'a str, latency_ms: f64, slo_ms: Option<f64>) -> QueryRecord<'a> {
+        QueryRecord {
+            tenant_id: "t",
+            app: "a",
+            model: "m",
+            variant,
+            hardware: "cpu",
+            rows: 2,
+            latency_ms,
+            slo_ms,
+            cost: 0.5,
+        }
+    }
+
+    /// Queries to one variant in one minute add up in one row; another variant gets its own.
+    #[test]
+    fn queries_add_up_per_tenant_app_variant_and_minute() {
+        let u = UsageRecorder::default();
+        u.record(&query("v1", 3.0, Some(5.0)));
+        u.record(&query("v1", 9.0, Some(5.0)));
+        u.record(&query("v1", 1.0, None));
+        u.record(&query("v2", 2.0, Some(4.0)));
+        let pending = u.pending.lock().unwrap();
+        let mut rows: Vec<&UsageRow> = pending.values().flatten().collect();
+        rows.sort_by(|a, b| a.variant.cmp(&b.variant));
+        // Two rows unless the minute turned between the calls.
+        let v1: Vec<&&UsageRow> = rows.iter().filter(|r| r.variant == "v1").collect();
+        let requests: i64 = v1.iter().map(|r| r.requests).sum();
+        assert_eq!(requests, 3);
+        assert!(v1.len() <= 2, "{rows:?}");
+        let r = v1[v1.len() - 1];
+        if v1.len() == 1 {
+            assert_eq!((r.rows, r.slo_met, r.slo_missed), (6, 2, 1));
+            assert_eq!(r.latency_max_ms, 9.0);
+            assert_eq!(r.latency_sum_ms, 13.0);
+            assert!((r.cost - 1.5).abs() < 1e-12);
+            assert_eq!((r.slo_min_ms, r.slo_max_ms), (Some(5.0), Some(5.0)));
+        }
+        let v2: Vec<&&UsageRow> = rows.iter().filter(|r| r.variant == "v2").collect();
+        assert_eq!(v2.len(), 1);
+        assert_eq!((v2[0].requests, v2[0].slo_met), (1, 1));
     }
 }

@@ -221,6 +221,7 @@ impl Instance {
             engine,
             policy,
             config.max_queue_delay,
+            config.inline_below,
             capacity.clone(),
             board.clone(),
         );

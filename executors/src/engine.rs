@@ -275,11 +275,14 @@ struct SessionSlot {
     session: Mutex<DirectSession>,
     /// Duration of the latest run, in nanoseconds.
     last_run_ns: AtomicU64,
+    /// Runs carried out on the session's own thread (the others ran inline).
+    thread_runs: AtomicU64,
 }
 
 impl SessionSlot {
     /// Runs on the session's thread: waits for the lock.
     fn run(&self, inputs: Vec<Tensor>) -> RunResult {
+        self.thread_runs.fetch_add(1, Ordering::Relaxed);
         match self.session.lock() {
             Ok(mut session) => self.run_on(&mut session, inputs),
             Err(_) => Err(EngineError::Stopped),
@@ -366,6 +369,7 @@ impl Engine {
                 let slot = Arc::new(SessionSlot {
                     session: Mutex::new(session),
                     last_run_ns: AtomicU64::new(0),
+                    thread_runs: AtomicU64::new(0),
                 });
                 let ready = (signature, load_time, Arc::downgrade(&slot));
                 if ready_tx.send(Ok(ready)).is_err() {
@@ -409,6 +413,15 @@ impl Engine {
         self.inner.slot.upgrade().map_or(Duration::ZERO, |s| {
             Duration::from_nanos(s.last_run_ns.load(Ordering::Relaxed))
         })
+    }
+
+    /// How many runs the session's own thread has carried out; runs on callers' threads
+    /// ([`InlineRunner`]) are not counted.
+    pub fn thread_runs(&self) -> u64 {
+        self.inner
+            .slot
+            .upgrade()
+            .map_or(0, |s| s.thread_runs.load(Ordering::Relaxed))
     }
 
     /// A handle that can run requests on the caller's thread while this session is idle

@@ -197,6 +197,47 @@ async fn concurrent_callers_are_batched_and_get_their_own_rows() {
     .await;
 }
 
+/// Under load, batches of a model whose runs are short run on the batcher's own thread
+/// rather than crossing to the session's thread and back. They still batch, and every caller
+/// gets its own rows. With inline runs off, every batch goes to the session's thread.
+/// (40 one-row calls queue behind a long request that runs in chunks on the session's
+/// thread, then form batches of at most 16 rows.)
+#[tokio::test(flavor = "current_thread")]
+async fn batches_of_short_runs_run_on_the_batchers_thread() {
+    if !runtime_ready() {
+        return;
+    }
+    let x = digits();
+    let chunks = (BIG_ROWS / 16) as u64;
+    for inline_below in [Duration::from_secs(1), Duration::ZERO] {
+        let engine = load(&zoo().join("digits-mlp-l.onnx"));
+        let mut solo = Vec::new();
+        for row in 0..40 {
+            solo.push(label(&engine.run(rows(&x, row, 1)).await.unwrap())[0]);
+        }
+        let before = engine.thread_runs();
+        let (instance, big) = busy_with(engine.clone(), &x, inline_below).await;
+        let calls = join_all((0..40).map(|row| instance.infer(rows(&x, row, 1))));
+        let (outs, big) = tokio::join!(calls, big);
+        assert_eq!(big.unwrap().unwrap()[0].shape[0], BIG_ROWS);
+        for (row, out) in outs.into_iter().enumerate() {
+            assert_eq!(label(&out.unwrap())[0], solo[row], "row {row}");
+        }
+        let f = instance.figures();
+        let runs: u64 = f.batch_histogram.iter().map(|&(_, n)| n).sum();
+        let batches = runs - chunks;
+        assert!(
+            (3..40).contains(&batches),
+            "the 40 calls ran in {batches} batches: {f:?}"
+        );
+        let on_thread = engine.thread_runs() - before;
+        match inline_below.is_zero() {
+            true => assert_eq!(on_thread, chunks + batches, "{f:?}"),
+            false => assert_eq!(on_thread, chunks, "{f:?}"),
+        }
+    }
+}
+
 /// On a single-threaded runtime the callers below enqueue in spawn order; they must be
 /// answered in that order too, whatever batches they land in.
 #[tokio::test(flavor = "current_thread")]

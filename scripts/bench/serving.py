@@ -231,7 +231,16 @@ def throughput_run(binary: str, extra: list[str], run: int) -> dict:
                     cells[f"grpc/{c}"] = grpc_load(server, c, ARGS.duration)
                     continue
                 path, body, headers = body_for(ARGS.model, proto)
+                perf = None
+                if ARGS.perf and not os.path.exists(ARGS.perf):
+                    # A sampled profile of the server during this cell (the first one asked for).
+                    perf = subprocess.Popen(["perf", "record", "-F", "997", *ARGS.perf_args.split(),
+                                             "-p", str(server.proc.pid), "-o", ARGS.perf],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 cells[f"{proto}/{c}"] = wrk(server, path, body, headers, c, ARGS.duration)
+                if perf:
+                    perf.send_signal(signal.SIGINT)
+                    perf.wait(60)
         return {"run": run, "cells": cells, "scaling": server.scaling_events(APP),
                 "rss_mb": [rss_before / 1024, server.rss_kb() / 1024]}
     finally:
@@ -411,6 +420,8 @@ def main() -> int:
     ap.add_argument("--protocols", default="v2-json,v2-binary,v1,grpc")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--json")
+    ap.add_argument("--perf", help="write a `perf record` profile of the server during the first inference cell")
+    ap.add_argument("--perf-args", default="", help="extra `perf record` arguments, e.g. '--call-graph dwarf'")
     ap.add_argument("--latency", action="store_true", help="light-load latency runs instead")
     ap.add_argument("--rates", default="300,1000")
     ap.add_argument("--latency-duration", type=float, default=30)

@@ -84,7 +84,15 @@ pub struct WorkerNode {
     /// Loads run one at a time so budget checks and evictions do not race.
     load_lock: tokio::sync::Mutex<()>,
     started: Instant,
-    cpu_sample: Mutex<Option<(Instant, f64)>>,
+    cpu_sample: Mutex<Option<CpuSample>>,
+}
+
+/// CPU time read at one heartbeat: this process's, and the machine's (busy, all) in ticks.
+#[derive(Debug, Clone, Copy)]
+struct CpuSample {
+    at: Instant,
+    process_s: f64,
+    host: Option<HostTicks>,
 }
 
 /// How long a replaced instance keeps accepting requests after a resize.
@@ -389,27 +397,25 @@ impl WorkerNode {
         }
     }
 
-    /// Busy fraction of the cores since the last call, from the process's CPU time.
+    /// Busy fraction of the worker's cores since the last call: its process's CPU time, or
+    /// more when the machine has fewer idle cores than that leaves (other processes on the
+    /// same cores, such as a controller, a client or another worker, use them too).
     fn utilisation(&self) -> f64 {
-        let Some(cpu) = process_cpu_seconds() else {
+        let Some(process_s) = process_cpu_seconds() else {
             return 0.0;
         };
-        let now = Instant::now();
+        let now = CpuSample {
+            at: Instant::now(),
+            process_s,
+            host: host_ticks(),
+        };
         let Ok(mut last) = self.cpu_sample.lock() else {
             return 0.0;
         };
-        let u = match *last {
-            Some((t, c)) => {
-                let wall = now.duration_since(t).as_secs_f64();
-                if wall > 0.0 {
-                    ((cpu - c) / (wall * self.cfg.cores.max(1) as f64)).clamp(0.0, 1.0)
-                } else {
-                    0.0
-                }
-            }
-            None => 0.0,
-        };
-        *last = Some((now, cpu));
+        let u = last.map_or(0.0, |before| {
+            busy_fraction(&before, &now, self.cfg.cores.max(1) as f64)
+        });
+        *last = Some(now);
         u
     }
 
@@ -479,10 +485,128 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// The machine's CPU time in clock ticks (Linux `/proc/stat`): busy and in all, and how
+/// many CPUs it counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HostTicks {
+    busy: u64,
+    total: u64,
+    cpus: usize,
+}
+
+fn host_ticks() -> Option<HostTicks> {
+    parse_host_ticks(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+fn parse_host_ticks(stat: &str) -> Option<HostTicks> {
+    let mut lines = stat.lines();
+    let all = lines.next()?.strip_prefix("cpu ")?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let ticks: Vec<u64> = all
+        .split_whitespace()
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let total: u64 = ticks.iter().sum();
+    let idle = ticks.get(3)? + ticks.get(4).copied().unwrap_or(0);
+    let cpus = lines
+        .take_while(|l| l.starts_with("cpu"))
+        .filter(|l| l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    Some(HostTicks {
+        busy: total.saturating_sub(idle),
+        total,
+        cpus: cpus.max(1),
+    })
+}
+
+/// Busy fraction of `cores` between two samples: the process's own CPU time over them, or,
+/// when the machine's idle cores over the interval are fewer than those the process left
+/// idle, what that leaves (`1 - idle cores of the machine / cores`).
+fn busy_fraction(before: &CpuSample, now: &CpuSample, cores: f64) -> f64 {
+    let wall = now.at.duration_since(before.at).as_secs_f64();
+    if wall <= 0.0 {
+        return 0.0;
+    }
+    let own = (now.process_s - before.process_s) / (wall * cores);
+    let host = match (before.host, now.host) {
+        (Some(b), Some(n)) if n.total > b.total => {
+            let busy = n.busy.saturating_sub(b.busy) as f64 / (n.total - b.total) as f64;
+            let idle_cores = (1.0 - busy) * n.cpus as f64;
+            1.0 - idle_cores / cores
+        }
+        _ => 0.0,
+    };
+    own.max(host).clamp(0.0, 1.0)
+}
+
 /// Memory the machine has available now (Linux `/proc/meminfo`), for default budgets.
 pub fn available_memory_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 50 2 25 400 10 1 1 0 0 0\ncpu1 50 3 25 400 10 2 1 0 0 0\nintr 12345\n";
+
+    #[test]
+    fn host_ticks_are_read_from_proc_stat() {
+        assert_eq!(
+            parse_host_ticks(STAT),
+            Some(HostTicks {
+                busy: 160,
+                total: 980,
+                cpus: 2
+            })
+        );
+        assert_eq!(parse_host_ticks("intr 1\n"), None);
+        assert_eq!(parse_host_ticks("cpu  1 x 3\n"), None);
+    }
+
+    fn sample(at: Instant, process_s: f64, busy: u64, total: u64, cpus: usize) -> CpuSample {
+        CpuSample {
+            at,
+            process_s,
+            host: Some(HostTicks { busy, total, cpus }),
+        }
+    }
+
+    /// A worker whose own process uses 1.5 of its 2 cores while a client on the same machine
+    /// uses the rest has no idle core: its utilisation is the machine's, not its own 0.75.
+    #[test]
+    fn a_busy_machine_leaves_the_worker_no_idle_cores() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        let u = busy_fraction(
+            &sample(t0, 10.0, 0, 0, 2),
+            &sample(t1, 11.5, 200, 200, 2),
+            2.0,
+        );
+        assert!((u - 1.0).abs() < 1e-9, "{u}");
+        // Half the machine idle: its own figure stands.
+        let u = busy_fraction(
+            &sample(t0, 10.0, 0, 0, 2),
+            &sample(t1, 10.5, 100, 200, 2),
+            2.0,
+        );
+        assert!((u - 0.5).abs() < 1e-9, "{u}");
+        // A one-core worker on a two-core machine whose other core is saturated by someone
+        // else: its own core is idle, and it says so.
+        let u = busy_fraction(
+            &sample(t0, 10.0, 0, 0, 2),
+            &sample(t1, 10.0, 100, 200, 2),
+            1.0,
+        );
+        assert!(u.abs() < 1e-9, "{u}");
+        // Without the machine's figures, the process's.
+        let mut now = sample(t1, 10.6, 0, 0, 2);
+        now.host = None;
+        let u = busy_fraction(&sample(t0, 10.0, 0, 0, 2), &now, 2.0);
+        assert!((u - 0.3).abs() < 1e-9, "{u}");
+    }
 }

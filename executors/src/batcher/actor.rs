@@ -22,7 +22,7 @@ use super::figures::Board;
 use super::queue::{Policy, Queue};
 use super::rows;
 use super::{Answer, Command, Entry, InstanceError};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, Inline, InlineRunner};
 
 /// Batches handed to the engine at once: the running one and the next one waiting behind it
 /// inside the engine. More would only fix batches earlier than needed. Nothing is handed
@@ -41,6 +41,10 @@ type Run = Pin<Box<dyn Future<Output = Result<Vec<Tensor>, EngineError>> + Send>
 
 pub(super) struct Actor {
     engine: Engine,
+    /// Runs a batch on this task's thread when the session is free and its runs are short
+    /// (see [`Actor::start`]).
+    inline: InlineRunner,
+    inline_below: Duration,
     policy: Policy,
     max_queue_delay: Duration,
     capacity: Arc<Semaphore>,
@@ -60,10 +64,13 @@ impl Actor {
         engine: Engine,
         policy: Policy,
         max_queue_delay: Duration,
+        inline_below: Duration,
         capacity: Arc<Semaphore>,
         board: Arc<Board>,
     ) -> Actor {
         Actor {
+            inline: engine.inline_runner(),
+            inline_below,
             engine,
             policy,
             max_queue_delay,
@@ -206,8 +213,12 @@ impl Actor {
             if self.running.is_empty() {
                 self.running_since = Some(Instant::now());
             }
-            let job = self.start(batch).await;
+            let (job, ran) = self.start(batch).await;
             self.running.push_back(job);
+            if ran {
+                // Done already: answered on the next turn, before anything else is formed.
+                break;
+            }
         }
     }
 
@@ -232,8 +243,8 @@ impl Actor {
     }
 
     /// Hands the batch's (first) run to the engine now and returns the job that completes
-    /// with the callers' answers.
-    async fn start(&mut self, batch: Vec<Entry>) -> BoxFuture<'static, Finished> {
+    /// with the callers' answers, and whether it ran here already.
+    async fn start(&mut self, batch: Vec<Entry>) -> (BoxFuture<'static, Finished>, bool) {
         let requests = batch.len();
         let rows: usize = batch.iter().map(|e| e.rows).sum();
         let span = tracing::debug_span!("batch", requests, rows);
@@ -276,7 +287,7 @@ impl Actor {
             let caller = callers.remove(0);
             self.chunked += 1;
             let job = run_chunked(engine, board, caller, first, sent, parts, chunk_rows);
-            return Box::pin(job.instrument(span));
+            return (Box::pin(job.instrument(span)), false);
         }
 
         let batch_inputs = if requests == 1 {
@@ -290,15 +301,26 @@ impl Actor {
                         .into_iter()
                         .map(|c| (c, Err(InstanceError::Engine(same_error(&e)))))
                         .collect();
-                    return Box::pin(std::future::ready(Finished::batch(answers)));
+                    return (Box::pin(std::future::ready(Finished::batch(answers))), true);
                 }
             }
         };
         // Kept only to run the requests alone should the batch fail.
         let kept = (requests > 1).then(|| batch_inputs.clone());
         let sent = Instant::now();
-        let run = submit(&engine, batch_inputs).await;
-        Box::pin(finish_batch(engine, board, callers, run, sent, rows, kept).instrument(span))
+        // Nothing handed over and short runs: run it here, without the two thread crossings
+        // to the session's thread and back, which cost a small model more than its run. The
+        // batch still forms as above (requests that arrive meanwhile wait in the channel and
+        // make the next one); runs longer than the bound keep going to the session's thread.
+        let (run, ran): (Run, bool) = match self.running.is_empty() {
+            true => match span.in_scope(|| self.inline.try_run(batch_inputs, self.inline_below)) {
+                Inline::Ran(result) => (Box::pin(std::future::ready(result)), true),
+                Inline::Declined(inputs) => (submit(&engine, inputs).await, false),
+            },
+            false => (submit(&engine, batch_inputs).await, false),
+        };
+        let job = finish_batch(engine, board, callers, run, sent, rows, kept).instrument(span);
+        (Box::pin(job), ran)
     }
 }
 

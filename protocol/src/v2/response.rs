@@ -105,7 +105,14 @@ pub fn encode_v2_response(
         parameters: (!parameters.is_empty()).then_some(parameters),
         outputs: wire_outputs,
     };
-    let mut body = serde_json::to_vec(&wire)?;
+    // Room for the document at once (a JSON number takes up to about 24 bytes), rather than
+    // growing the buffer through several copies.
+    let elements: usize = outputs
+        .iter()
+        .map(|t| t.shape.iter().product::<usize>())
+        .sum();
+    let mut body = Vec::with_capacity(512 + 24 * elements + binary.len());
+    serde_json::to_writer(&mut body, &wire)?;
     let header_length = any_binary.then_some(body.len());
     body.extend_from_slice(&binary);
     Ok(EncodedResponse {

@@ -327,9 +327,10 @@ impl<'i, 'a> Prepared<'i, 'a> {
         1.0 + self.input.config.lambda_per_s * self.input.variants[j].load_ms / 1000.0
     }
 
-    /// Running instances of `j` that may be removed, as indices into `input.running`: the ones
-    /// on the workers with the fewest cores in use first (removing them can empty a worker,
-    /// which can then be released), then on the busiest workers.
+    /// Running instances of `j` that may be removed, as indices into `input.running`, in the
+    /// order to remove them: first those on releasable workers (scale-in empties the workers
+    /// the provider started, which can then be stopped), then those on the workers with the
+    /// fewest cores in use (removing them can empty a worker), then on the busiest workers.
     pub fn removable_of(&self, j: usize) -> Vec<usize> {
         if self.family_of[j].is_some_and(|f| self.overloaded[f]) {
             return Vec::new();
@@ -343,9 +344,10 @@ impl<'i, 'a> Prepared<'i, 'a> {
         let workers = self.input.workers;
         list.sort_by(|&a, &b| {
             let (wa, wb) = (self.input.running[a].worker, self.input.running[b].worker);
-            workers[wa]
-                .cores_used
-                .cmp(&workers[wb].cores_used)
+            self.input
+                .is_releasable(wb)
+                .cmp(&self.input.is_releasable(wa))
+                .then(workers[wa].cores_used.cmp(&workers[wb].cores_used))
                 .then(workers[wb].utilisation.total_cmp(&workers[wa].utilisation))
                 .then(a.cmp(&b))
         });

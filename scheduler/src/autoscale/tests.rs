@@ -514,6 +514,41 @@ fn scale_down_empties_releasable_workers_first() {
     );
 }
 
+/// Scale-in takes a variant's instances off releasable workers before permanent ones, even
+/// where the permanent worker has fewer cores in use: both planners leave the started worker
+/// empty so the worker period can stop it. (Seen on the real server: the exact planner had
+/// moved a replacement onto the started worker, then scale-in removed the permanent worker's
+/// copy of the same variant and the started one never idled.)
+#[test]
+fn scale_in_takes_a_variants_instances_off_releasable_workers_first() {
+    let variants = [
+        var("b2", HardwareKind::Cpu, 1, 200.0),
+        var("b8", HardwareKind::Cpu, 1, 400.0),
+    ];
+    let (mut w0, mut w1) = (cpu_worker("w0", 2), cpu_worker("w1", 2));
+    w0.cores_used = 1;
+    w1.cores_used = 2;
+    let workers = [w0, w1];
+    // b8 on both workers, b2 beside it on the started worker w1.
+    let running = vec![run(0, 1, 0, OLD), run(1, 0, 1, OLD), run(2, 1, 1, OLD)];
+    let i = input(&variants, &workers, running, vec![family(&[0, 1], 1.0)])
+        .with_releasable(vec![false, true]);
+    for (name, plan) in [
+        ("greedy", greedy(&i).unwrap()),
+        ("exact", exact(&i).unwrap()),
+    ] {
+        let mut removed: Vec<usize> = kinds(&plan)
+            .into_iter()
+            .filter_map(|k| match k {
+                ActionKind::RemoveReplica { instance } => Some(instance),
+                _ => None,
+            })
+            .collect();
+        removed.sort_unstable();
+        assert_eq!(removed, [1, 2], "{name}: {:?}", kinds(&plan));
+    }
+}
+
 #[test]
 fn exact_finds_the_mix_the_greedy_misses() {
     // 238 rows/s with slack: 249.9. Greedy takes one variant: c x5 (5 cores) beats b x2 (6);
