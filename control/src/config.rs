@@ -70,7 +70,8 @@ pub struct Config {
     /// Longest wait of a partial batch for more rows while its session is busy, in microseconds.
     pub max_queue_delay_us: u64,
     /// A query arriving at an idle instance whose session's latest run took at most this many
-    /// microseconds runs on the calling thread, skipping two thread wake-ups (0: never).
+    /// microseconds runs on the calling thread, and a batch formed while the session is free
+    /// runs on the batcher's thread, each skipping two thread wake-ups (0: never).
     pub inline_max_us: u64,
     /// Rows an instance may queue before answering 429.
     pub queue_capacity_rows: usize,

@@ -42,6 +42,11 @@
 //!   ([`InlineRunner`]): it skips the two thread crossings that dominate a small model's
 //!   latency. If the session is taken meanwhile it is queued as usual. Under load requests are
 //!   never alone, so they queue and batch as above. Its figures count like any other run.
+//! - likewise, a batch formed while nothing is handed to the session, whose latest run took at
+//!   most `inline_below`, runs on the batcher task's own thread rather than crossing to the
+//!   session's thread and back: under load a small model's batches run where they are formed,
+//!   and requests that arrive meanwhile wait in the channel for the next batch. Longer runs,
+//!   and batches behind a running one, go to the session's thread as above.
 
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -76,8 +81,9 @@ pub struct BatcherConfig {
     /// Rows waiting at most; a request that does not fit gets [`InstanceError::QueueFull`]
     /// (values below 1 count as 1).
     pub queue_capacity: usize,
-    /// A request arriving at an idle instance runs on the caller's thread when the session's
-    /// latest run took at most this long (zero: never; see [`InlineRunner`]).
+    /// A request arriving at an idle instance runs on the caller's thread, and a batch formed
+    /// while the session is free runs on the batcher's thread, when the session's latest run
+    /// took at most this long (zero: never; see [`InlineRunner`]).
     pub inline_below: Duration,
 }
 
