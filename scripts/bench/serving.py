@@ -381,10 +381,22 @@ def peer_run(extra: list[str]) -> None:
     for name, c, r, h in rows:
         print(f"| {name} | {c} | {r['rps']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['non_2xx']} |")
     for c in ARGS.connections:
-        ours = next(r for n, cc, r, _ in rows if n == "infaas" and cc == c)
+        ours, h = next((r, h) for n, cc, r, h in rows if n == "infaas" and cc == c)
         theirs = next(r for n, cc, r, _ in rows if n == "mlserver" and cc == c)
+        ideal = ideal_rps(h["rps"], raw)
         print(f"{c} connections: infaas {ours['rps'] / max(theirs['rps'], 1e-9):.1f}x MLServer's req/s, "
-              f"p99 {ours['p99_ms']:.2f} against {theirs['p99_ms']:.2f} ms")
+              f"p99 {ours['p99_ms']:.2f} against {theirs['p99_ms']:.2f} ms; "
+              f"{ours['rps'] / h['rps']:.2f}x /healthz ({h['rps']:.0f} req/s); "
+              f"{ours['rps'] / ideal:.2f}x the ideal {ideal:.0f} req/s (cores / (healthz cost + raw row at batch 32)); "
+              f"{ours['rps'] / raw[1]:.2f}x raw batch-1 rows/s")
+
+
+def ideal_rps(healthz_rps: float, raw: dict) -> float:
+    """What a server adding nothing to `/healthz` and raw ONNX Runtime would serve on this
+    machine: its cores over the machine time of one `/healthz` request (client included) plus
+    one row at batch 32."""
+    cores = os.cpu_count() or 1
+    return cores / (cores / healthz_rps + 1.0 / raw[32])
 
 
 def raw_ort() -> dict:
@@ -443,15 +455,19 @@ def main() -> int:
     if ARGS.peer:
         peer_run(extra)
         return 0
+    raw = raw_ort()
+    print(f"raw ONNX Runtime ({ARGS.model}, 1 thread): {raw[1]:.0f} rows/s at batch 1, {raw[32]:.0f} at batch 32", flush=True)
     runs = []
     for r in range(ARGS.runs):
         res = throughput_run(ARGS.binary, extra, r)
         runs.append(res)
         for cell, v in res["cells"].items():
             c = cell.split("/")[1]
-            ratio = v["rps"] / res["cells"][f"healthz/{c}"]["rps"]
+            healthz = res["cells"][f"healthz/{c}"]["rps"]
+            ratio = v["rps"] / healthz
+            ideal = v["rps"] / ideal_rps(healthz, raw)
             print(f"run {r} {cell:>16}: {v['rps']:>9.0f} req/s  p50 {v['p50_ms']:6.2f} ms  p99 {v['p99_ms']:6.2f} ms"
-                  f"  {ratio:5.2f}x healthz  non-2xx {v['non_2xx']} {v['socket_errors']}", flush=True)
+                  f"  {ratio:5.2f}x healthz  {ideal:5.2f}x ideal  non-2xx {v['non_2xx']} {v['socket_errors']}", flush=True)
         print(f"run {r} scaling: {' '.join(res['scaling']) or '-'}; rss {res['rss_mb'][0]:.1f} -> {res['rss_mb'][1]:.1f} MB", flush=True)
     if ARGS.runs > 1:
         print("spread over runs (saturation, v2-json at the largest connection count):")
