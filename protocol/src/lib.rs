@@ -31,7 +31,7 @@ pub use json_tensor::{
 };
 pub use raw::{decode_raw_tensor, encode_raw_tensor, tensor_shape, wire_shape};
 pub use v2::{
-    decode_v2_request, decode_v2_response, encode_v2_response, error_body, model_metadata,
-    parse_header_length, server_metadata, EncodedResponse, RequestedOutput, V2Request, V2Response,
-    BINARY_TENSOR_DATA, INFERENCE_HEADER_CONTENT_LENGTH,
+    decode_v2_request, decode_v2_response, encode_v2_response, encode_v2_response_with, error_body,
+    model_metadata, parse_header_length, server_metadata, EncodedResponse, RequestedOutput,
+    V2Request, V2Response, BINARY_TENSOR_DATA, INFERENCE_HEADER_CONTENT_LENGTH,
 };

@@ -6,8 +6,8 @@
 
 use infaas_core::{Tensor, TensorData};
 use infaas_protocol::{
-    decode_v2_request, decode_v2_response, encode_v2_response, tensor_to_json, ProtocolError,
-    RequestedOutput, V2Request,
+    decode_v2_request, decode_v2_response, encode_v2_response, encode_v2_response_with,
+    tensor_to_json, ProtocolError, RequestedOutput, V2Request,
 };
 use serde_json::{json, Map, Value};
 
@@ -123,6 +123,45 @@ fn every_datatype_round_trips_through_a_response() {
         assert_eq!(resp.id.as_deref(), Some("r1"));
         assert_eq!(resp.parameters, params);
     }
+}
+
+/// Parameters written from a borrowed object come out byte for byte as the same map would,
+/// and none means no `parameters` member.
+#[test]
+fn parameters_from_an_object_are_written_as_the_map() {
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        accuracy: f64,
+        reason: &'a str,
+    }
+    let tensors = all_datatypes();
+    let req = V2Request {
+        id: None,
+        parameters: Map::new(),
+        inputs: vec![],
+        outputs: vec![],
+        binary_output_default: false,
+    };
+    let object = Params {
+        accuracy: 0.5,
+        reason: "a \"quoted\" reason",
+    };
+    let map = match serde_json::to_value(&object).unwrap() {
+        Value::Object(m) => m,
+        other => panic!("{other}"),
+    };
+    let a = encode_v2_response_with("m", None, None, &tensors, &req, Some(&object)).unwrap();
+    let b = encode_v2_response("m", None, None, &tensors, &req, map.clone()).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(
+        decode_v2_response(&a.body, a.header_length)
+            .unwrap()
+            .parameters,
+        map
+    );
+    let none = encode_v2_response_with::<Params>("m", None, None, &tensors, &req, None).unwrap();
+    let doc: Value = serde_json::from_slice(&none.body).unwrap();
+    assert!(doc.get("parameters").is_none(), "{doc}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `POST /v1/apps/{app}/infer` (model-less) and `POST /v1/models/{model}/infer`.
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use infaas_protocol::v1::{InferRequest, InferResponse, TensorJson};
 use infaas_protocol::{tensor_from_json, JsonTensor, JsonTensorOut};
@@ -36,16 +36,17 @@ pub(crate) fn decode_inputs(inputs: Vec<TensorJson>) -> ApiResult<Vec<infaas_cor
 
 /// Response headers that repeat the selection, for clients that only read headers.
 pub fn outcome_headers(o: &Outcome) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    let mut put = |k: &'static str, v: String| {
-        if let Ok(v) = HeaderValue::from_str(&v) {
-            h.insert(k, v);
+    // Room for these and the content type the caller adds; names are static (no copy each).
+    let mut h = HeaderMap::with_capacity(6);
+    let mut put = |k: &'static str, v: &str| {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            h.insert(HeaderName::from_static(k), v);
         }
     };
-    put("x-infaas-variant", o.variant.clone());
-    put("x-infaas-worker", o.worker.clone());
-    put("x-infaas-predicted-ms", format!("{:.3}", o.predicted_ms));
-    put("x-infaas-latency-ms", format!("{:.3}", o.latency_ms));
+    put("x-infaas-variant", &o.variant);
+    put("x-infaas-worker", &o.worker);
+    put("x-infaas-predicted-ms", &format!("{:.3}", o.predicted_ms));
+    put("x-infaas-latency-ms", &format!("{:.3}", o.latency_ms));
     h
 }
 

@@ -15,8 +15,8 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use infaas_core::DataType;
 use infaas_protocol::{
-    decode_v2_request, encode_v2_response, model_metadata, parse_header_length, server_metadata,
-    BINARY_TENSOR_DATA, INFERENCE_HEADER_CONTENT_LENGTH,
+    decode_v2_request, encode_v2_response, encode_v2_response_with, model_metadata,
+    parse_header_length, server_metadata, BINARY_TENSOR_DATA, INFERENCE_HEADER_CONTENT_LENGTH,
 };
 
 use crate::auth::Principal;
@@ -318,26 +318,43 @@ fn number(
 /// `worker`, `hardware`, `reason` (strings), `accuracy`, `predicted_ms`, `latency_ms`,
 /// `cost` (numbers).
 pub fn outcome_parameters(o: &Outcome) -> serde_json::Map<String, serde_json::Value> {
-    let mut params = serde_json::Map::new();
-    for (k, v) in [
-        ("app", &o.app),
-        ("model", &o.model),
-        ("variant", &o.variant),
-        ("worker", &o.worker),
-        ("hardware", &o.hardware),
-        ("reason", &o.reason),
-    ] {
-        params.insert(k.into(), v.clone().into());
+    match serde_json::to_value(OutcomeParameters::from(o)) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
     }
-    for (k, v) in [
-        ("accuracy", o.accuracy),
-        ("predicted_ms", o.predicted_ms),
-        ("latency_ms", o.latency_ms),
-        ("cost", o.cost),
-    ] {
-        params.insert(k.into(), v.into());
+}
+
+/// [`outcome_parameters`] borrowed from the outcome, for writing a response without building
+/// a map. Fields in key order, as a map writes them.
+#[derive(serde::Serialize)]
+struct OutcomeParameters<'a> {
+    accuracy: f64,
+    app: &'a str,
+    cost: f64,
+    hardware: &'a str,
+    latency_ms: f64,
+    model: &'a str,
+    predicted_ms: f64,
+    reason: &'a str,
+    variant: &'a str,
+    worker: &'a str,
+}
+
+impl<'a> From<&'a Outcome> for OutcomeParameters<'a> {
+    fn from(o: &'a Outcome) -> Self {
+        OutcomeParameters {
+            accuracy: o.accuracy,
+            app: &o.app,
+            cost: o.cost,
+            hardware: &o.hardware,
+            latency_ms: o.latency_ms,
+            model: &o.model,
+            predicted_ms: o.predicted_ms,
+            reason: &o.reason,
+            variant: &o.variant,
+            worker: &o.worker,
+        }
     }
-    params
 }
 
 async fn infer_named(
@@ -386,14 +403,13 @@ async fn infer_named(
         std::mem::take(&mut req.inputs),
     )
     .await?;
-    let params = outcome_parameters(&outcome);
-    let encoded = encode_v2_response(
+    let encoded = encode_v2_response_with(
         &name,
         version.as_deref(),
         req.id.as_deref(),
         &outcome.outputs,
         &req,
-        params,
+        Some(&OutcomeParameters::from(&outcome)),
     )
     .map_err(encode_error)?;
     Ok(encoded_response(encoded, outcome_headers(&outcome)))

@@ -58,14 +58,14 @@ struct WireResponse {
 /// A response's JSON header as written, borrowed from the outputs. Field order is the
 /// order on the wire.
 #[derive(Serialize)]
-struct WireResponseOut<'a> {
+struct WireResponseOut<'a, P: Serialize> {
     model_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     model_version: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    parameters: Option<Map<String, Value>>,
+    parameters: Option<&'a P>,
     outputs: Vec<JsonTensorOut<'a>>,
 }
 
@@ -79,6 +79,21 @@ pub fn encode_v2_response(
     outputs: &[Tensor],
     req: &V2Request,
     parameters: Map<String, Value>,
+) -> Result<EncodedResponse, ProtocolError> {
+    let parameters = (!parameters.is_empty()).then_some(&parameters);
+    encode_v2_response_with(model_name, model_version, id, outputs, req, parameters)
+}
+
+/// [`encode_v2_response`] with the response's `parameters` written from any serializable
+/// object (an object whose fields borrow from the caller: nothing is built per response),
+/// or none.
+pub fn encode_v2_response_with<P: Serialize>(
+    model_name: &str,
+    model_version: Option<&str>,
+    id: Option<&str>,
+    outputs: &[Tensor],
+    req: &V2Request,
+    parameters: Option<&P>,
 ) -> Result<EncodedResponse, ProtocolError> {
     let selected = select(outputs, req)?;
     let mut binary = Vec::new();
@@ -102,7 +117,7 @@ pub fn encode_v2_response(
         model_name,
         model_version,
         id,
-        parameters: (!parameters.is_empty()).then_some(parameters),
+        parameters,
         outputs: wire_outputs,
     };
     // Room for the document at once (a JSON number takes up to about 24 bytes), rather than
