@@ -458,12 +458,14 @@ fn each<E, T>(
 }
 
 fn number<E: JsonElement>(index: usize, v: &E) -> Result<f64, TensorProblem> {
-    v.number()
-        .and_then(Number::as_f64)
-        .ok_or(TensorProblem::WrongElementType {
+    // A match, not `ok_or`: the error would be built and dropped for every element.
+    match v.number().and_then(Number::as_f64) {
+        Some(x) => Ok(x),
+        None => Err(TensorProblem::WrongElementType {
             index,
             expected: "a number",
-        })
+        }),
+    }
 }
 
 /// An integral JSON number (`3` or `3.0`) that fits `T`.
