@@ -312,12 +312,13 @@ impl Actor {
         // to the session's thread and back, which cost a small model more than its run. The
         // batch still forms as above (requests that arrive meanwhile wait in the channel and
         // make the next one); runs longer than the bound keep going to the session's thread.
-        let (run, ran): (Run, bool) = match self.running.is_empty() {
-            true => match span.in_scope(|| self.inline.try_run(batch_inputs, self.inline_below)) {
+        let (run, ran): (Run, bool) = if self.running.is_empty() {
+            match span.in_scope(|| self.inline.try_run(batch_inputs, self.inline_below)) {
                 Inline::Ran(result) => (Box::pin(std::future::ready(result)), true),
                 Inline::Declined(inputs) => (submit(&engine, inputs).await, false),
-            },
-            false => (submit(&engine, batch_inputs).await, false),
+            }
+        } else {
+            (submit(&engine, batch_inputs).await, false)
         };
         let job = finish_batch(engine, board, callers, run, sent, rows, kept).instrument(span);
         (Box::pin(job), ran)

@@ -76,10 +76,19 @@ fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
 }
 
 /// Places up to `n` instances of `j` in `room`; returns the loads.
+/// Places up to `n` instances of variant `j`: on permanent workers while one has room, then on
+/// releasable ones (whatever the utilisation says: a busy host makes a permanent worker read
+/// as loaded as the releasable ones, which the model period sees fully busy, and the tie then
+/// went to the started worker with more free cores, which never emptied).
 fn place_n(p: &Prepared, j: usize, n: usize, room: &mut Room) -> Vec<(usize, usize)> {
     let v = &p.input.variants[j];
+    let workers = p.input.workers;
     (0..n)
-        .map_while(|_| room.place(p.input.workers, v).map(|w| (j, w)))
+        .map_while(|_| {
+            room.place_where(workers, v, |w| !p.input.is_releasable(w))
+                .or_else(|| room.place(workers, v))
+                .map(|w| (j, w))
+        })
         .collect()
 }
 

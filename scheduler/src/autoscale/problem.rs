@@ -427,9 +427,19 @@ impl Room {
     /// The least-utilised worker that fits `v` (INFaaS' placement), then the one with most free
     /// cores; takes the room.
     pub fn place(&mut self, workers: &[WorkerEntry], v: &VariantEntry) -> Option<usize> {
+        self.place_where(workers, v, |_| true)
+    }
+
+    /// [`Room::place`] among the workers `allowed` accepts.
+    pub fn place_where(
+        &mut self,
+        workers: &[WorkerEntry],
+        v: &VariantEntry,
+        allowed: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
         let mut best: Option<usize> = None;
         for w in 0..workers.len() {
-            if !self.fits(workers, w, v) {
+            if !allowed(w) || !self.fits(workers, w, v) {
                 continue;
             }
             let better = best.is_none_or(|b| {

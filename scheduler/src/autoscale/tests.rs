@@ -512,6 +512,29 @@ fn scale_down_empties_releasable_workers_first() {
             worker: 0
         }]
     );
+    // Also when the permanent worker reads as loaded as the releasable one (a busy host; the
+    // model period sees releasable workers fully busy) and has fewer free cores. (Seen on the
+    // real server: the replacement went to the started worker, which then never emptied.)
+    let mut busy = workers.clone();
+    busy[0].cores_used = 8;
+    for w in &mut busy {
+        w.utilisation = 1.0;
+    }
+    let i = input(
+        &variants,
+        &busy,
+        vec![run(5, 0, 1, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    )
+    .with_releasable(vec![false, true]);
+    assert_eq!(
+        kinds(&greedy(&i).unwrap()),
+        [ActionKind::Downgrade {
+            from: 5,
+            to: 1,
+            worker: 0
+        }]
+    );
 }
 
 /// Scale-in takes a variant's instances off releasable workers before permanent ones, even
