@@ -497,21 +497,22 @@ fn scale_down_empties_releasable_workers_first() {
     let (w0, mut w1) = (cpu_worker("w0", 16), cpu_worker("w1", 16));
     w1.cores_used = 2;
     let workers = [w0, w1];
-    let i = input(
-        &variants,
-        &workers,
-        vec![run(5, 0, 1, OLD)],
-        vec![family(&[0, 1], 100.0)],
-    )
-    .with_releasable(vec![false, true]);
-    assert_eq!(
-        kinds(&greedy(&i).unwrap()),
-        [ActionKind::Downgrade {
-            from: 5,
-            to: 1,
-            worker: 0
-        }]
-    );
+    let downgrade = |workers: &[WorkerEntry]| {
+        let i = input(
+            &variants,
+            workers,
+            vec![run(5, 0, 1, OLD)],
+            vec![family(&[0, 1], 100.0)],
+        )
+        .with_releasable(vec![false, true]);
+        kinds(&greedy(&i).unwrap())
+    };
+    let to_w0 = [ActionKind::Downgrade {
+        from: 5,
+        to: 1,
+        worker: 0,
+    }];
+    assert_eq!(downgrade(&workers), to_w0);
     // Also when the permanent worker reads as loaded as the releasable one (a busy host; the
     // model period sees releasable workers fully busy) and has fewer free cores. (Seen on the
     // real server: the replacement went to the started worker, which then never emptied.)
@@ -520,21 +521,7 @@ fn scale_down_empties_releasable_workers_first() {
     for w in &mut busy {
         w.utilisation = 1.0;
     }
-    let i = input(
-        &variants,
-        &busy,
-        vec![run(5, 0, 1, OLD)],
-        vec![family(&[0, 1], 100.0)],
-    )
-    .with_releasable(vec![false, true]);
-    assert_eq!(
-        kinds(&greedy(&i).unwrap()),
-        [ActionKind::Downgrade {
-            from: 5,
-            to: 1,
-            worker: 0
-        }]
-    );
+    assert_eq!(downgrade(&busy), to_w0);
 }
 
 /// Scale-in takes a variant's instances off releasable workers before permanent ones, even
