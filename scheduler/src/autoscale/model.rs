@@ -75,8 +75,7 @@ fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
     }
 }
 
-/// Places up to `n` instances of `j` in `room`; returns the loads.
-/// Places up to `n` instances of variant `j`: on permanent workers while one has room, then on
+/// Places up to `n` instances of variant `j` in `room` and returns the loads: on permanent workers while one has room, then on
 /// releasable ones (whatever the utilisation says: a busy host makes a permanent worker read
 /// as loaded as the releasable ones, which the model period sees fully busy, and the tie then
 /// went to the started worker with more free cores, which never emptied).
