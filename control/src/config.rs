@@ -210,6 +210,9 @@ pub struct AutoscaleConfig {
     pub slack: f64,
     /// Headroom above which a model considers removing replicas or downgrading.
     pub scale_down: f64,
+    /// Scale-in stabilisation, in seconds: a model with enough capacity removes or downgrades
+    /// only instances that have been in their state this long (scaling up is not held).
+    pub scale_in_hold_secs: f64,
     /// Weight of load time against hardware cost in the objective, per second.
     pub lambda_per_s: f64,
     /// Vertical (more intra-op threads) scaling of overloaded CPU instances first.
@@ -262,6 +265,7 @@ impl Default for AutoscaleConfig {
             exact_apply_gap: 0.05,
             slack: 1.05,
             scale_down: 1.5,
+            scale_in_hold_secs: 10.0,
             lambda_per_s: 0.1,
             vertical: true,
             vertical_max_threads: 16,
@@ -308,6 +312,9 @@ impl AutoscaleConfig {
             if !(0.0..=1.0).contains(&v) {
                 return bad(&format!("{name} must be a fraction in [0, 1]"));
             }
+        }
+        if !(self.scale_in_hold_secs.is_finite() && self.scale_in_hold_secs >= 0.0) {
+            return bad("scale_in_hold_secs must not be negative");
         }
         if !(self.idle_cooldown_secs.is_finite() && self.idle_cooldown_secs >= 0.0) {
             return bad("idle_cooldown_secs must not be negative");
@@ -488,6 +495,9 @@ pub struct Overrides {
     /// `autoscale.idle_cooldown_secs`.
     #[arg(long, env = "INFAAS_WORKER_COOLDOWN_SECS", global = true)]
     pub worker_cooldown_secs: Option<f64>,
+    /// `autoscale.scale_in_hold_secs`.
+    #[arg(long, env = "INFAAS_SCALE_IN_HOLD_SECS", global = true)]
+    pub scale_in_hold_secs: Option<f64>,
     #[arg(long, env = "INFAAS_TRAFFIC_HORIZON_MINUTES", global = true)]
     pub traffic_horizon_minutes: Option<u64>,
 }
@@ -634,6 +644,9 @@ impl Config {
         }
         if let Some(v) = o.worker_cooldown_secs {
             a.idle_cooldown_secs = v;
+        }
+        if let Some(v) = o.scale_in_hold_secs {
+            a.scale_in_hold_secs = v;
         }
         cfg.validate()?;
         Ok(cfg)

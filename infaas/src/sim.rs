@@ -83,6 +83,10 @@ pub struct SimArgs {
     /// Headroom above which it scales down (`autoscale.scale_down`; default 1.5 x slack / 1.05).
     #[arg(long)]
     scale_down: Option<f64>,
+    /// Scale-in stabilisation (`autoscale.scale_in_hold_secs`): a model with enough capacity
+    /// gives back only instances that have been in their state this long, in seconds.
+    #[arg(long)]
+    scale_in_hold_secs: Option<f64>,
 }
 
 /// Runs the command.
@@ -136,6 +140,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let mut scaling = ScalingConfig::with_slack(args.slack);
     if let Some(d) = args.scale_down {
         scaling.scale_down = d;
+    }
+    if let Some(h) = args.scale_in_hold_secs {
+        if !(h >= 0.0 && h.is_finite()) {
+            anyhow::bail!("--scale-in-hold-secs {h} must be a number of seconds, at least 0");
+        }
+        scaling.scale_in_hold_ms = h * 1000.0;
     }
     if scaling.scale_down <= scaling.slack {
         anyhow::bail!(

@@ -288,6 +288,7 @@ impl Autoscaler {
             slack: self.cfg.slack,
             scale_down: self.cfg.scale_down,
             lambda_per_s: self.cfg.lambda_per_s,
+            scale_in_hold_ms: self.cfg.scale_in_hold_secs * 1000.0,
         }
     }
 

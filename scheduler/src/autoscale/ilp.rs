@@ -296,8 +296,10 @@ fn slot(h: HardwareKind) -> usize {
 }
 
 /// Places `count` instances of each variant on workers, or `None` when this first-fit
-/// decreasing packing fails (GPU variants first, then by threads and memory; each on the
-/// worker it leaves with the fewest free cores).
+/// decreasing packing fails (GPU variants first, then by threads and memory; each on a
+/// permanent worker while one fits, as the greedy planner places, so that scale-in can empty
+/// the workers the provider started; among those, on the one it leaves with the fewest free
+/// cores).
 pub(super) fn pack(
     p: &Prepared,
     counts: &[(usize, Option<usize>, usize)],
@@ -320,7 +322,7 @@ pub(super) fn pack(
         for _ in 0..n {
             let w = (0..workers.len())
                 .filter(|&w| room.fits(workers, w, v))
-                .min_by_key(|&w| (room.cores(w) - v.threads, w))?;
+                .min_by_key(|&w| (p.input.is_releasable(w), room.cores(w) - v.threads, w))?;
             room.take(w, v);
             loads.push((j, w));
         }

@@ -54,7 +54,8 @@
 //!   instances / its load. Below `slack`, the family scales up.
 //! - `scale_down` (1.5): above it, the family considers removing a replica or downgrading,
 //!   each only when headroom stays at least `slack` afterwards, and only for instances that have
-//!   been in their state for at least their variant's load time (INFaaS' `T_v`).
+//!   been in their state for at least their variant's load time (INFaaS' `T_v`) and, unless
+//!   the family is short of capacity, for `scale_in_hold_ms` (10 s).
 //! - `lambda_per_s` (0.1): weight of load time in the objective.
 //!
 //! Worker thresholds (80% utilisation, 80% of workers overloaded, cool-down) are in
@@ -106,6 +107,16 @@ pub struct ScalingConfig {
     pub scale_down: f64,
     /// Weight of load time in the objective, per second.
     pub lambda_per_s: f64,
+    /// Scale-in stabilisation, in ms: a family that is not short of capacity removes or
+    /// downgrades only instances that have been in their state at least this long (and at
+    /// least their variant's load time). A replica just loaded or split off is not taken
+    /// back on a dip of the measured load while instances change. Scaling up is not held.
+    #[serde(default = "default_scale_in_hold_ms")]
+    pub scale_in_hold_ms: f64,
+}
+
+fn default_scale_in_hold_ms() -> f64 {
+    ScalingConfig::default().scale_in_hold_ms
 }
 
 impl ScalingConfig {
@@ -127,6 +138,7 @@ impl Default for ScalingConfig {
             slack: 1.05,
             scale_down: 1.5,
             lambda_per_s: 0.1,
+            scale_in_hold_ms: 10_000.0,
         }
     }
 }

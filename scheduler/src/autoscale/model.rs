@@ -15,7 +15,9 @@
 //!   term are below the removed instance's price. Each step keeps headroom at least `slack`;
 //!   steps go on while headroom is above `scale_down`. A step that takes the last instance off
 //!   a releasable worker (one the provider started) also saves that worker's price, so scaling
-//!   in empties those workers first and the VM-Autoscaler can stop them.
+//!   in empties those workers first and the VM-Autoscaler can stop them. For the same reason
+//!   the last instance on such a worker may be *moved* (its variant loaded on a permanent
+//!   worker with room, then it is unloaded) when the worker's price outweighs the load.
 //!
 //! Families are handled in order; each one's loads take room from those after it.
 
@@ -232,13 +234,17 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
             if capacity - p.peak[i] >= demand - EPS && better(-saved, &best) {
                 best = Some((-saved, slot, None));
             }
-            // Downgrade: replace it with as many instances of a cheaper variant as needed.
+            // Downgrade: replace it with as many instances of a cheaper variant as needed. Or
+            // move it (the same variant) off a releasable worker it is the last thing on, to a
+            // permanent worker with room: that saves the worker's price, which is how a worker
+            // started for a peak empties when the plans left its last instance there.
             for &j in &fam.variants {
+                let moving = j == i;
                 // Never to a variant that batches less: under load the instance's batches are
                 // what keeps it ahead of its queue.
-                if j == i
+                if (moving && credit <= 0.0)
+                    || (!moving && p.rate[j] >= p.rate[i])
                     || !p.loadable[j]
-                    || p.rate[j] >= p.rate[i]
                     || variants[j].max_batch < variants[i].max_batch
                 {
                     continue;
@@ -267,6 +273,9 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                 } else {
                     value - credit
                 };
+                if moving && placed.iter().any(|&(_, w)| p.input.is_releasable(w)) {
+                    continue;
+                }
                 if placed.len() == n && better(value, &best) {
                     best = Some((value, slot, Some((j, r, placed))));
                 }
@@ -290,12 +299,19 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                     left_on[w] += 1;
                 }
                 capacity += placed.len() as f64 * p.peak[j];
-                steps.push(format!(
-                    "downgrade {} to {} x{} ({value:+.3e}/s)",
-                    variants[*i].name,
-                    variants[j].name,
-                    placed.len()
-                ));
+                steps.push(if j == *i {
+                    format!(
+                        "move {} off a worker the provider started ({value:+.3e}/s)",
+                        variants[j].name
+                    )
+                } else {
+                    format!(
+                        "downgrade {} to {} x{} ({value:+.3e}/s)",
+                        variants[*i].name,
+                        variants[j].name,
+                        placed.len()
+                    )
+                });
                 let mut placed = placed.into_iter();
                 paired_loads.extend(placed.next());
                 extra_loads.extend(placed);

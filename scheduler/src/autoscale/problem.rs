@@ -177,6 +177,9 @@ pub(crate) struct Prepared<'i, 'a> {
     pub running: Vec<Vec<usize>>,
     /// Per variant: how many of those may be removed.
     pub removable: Vec<usize>,
+    /// Per variant: how long an instance must have been in its state to be removable (its
+    /// load time; at least the scale-in hold when its family is not short of capacity).
+    pub min_age_ms: Vec<f64>,
     /// Per family: whether one of its instances is Overloaded or Interfered (then none of them
     /// is removable).
     pub overloaded: Vec<bool>,
@@ -247,15 +250,13 @@ impl<'i, 'a> Prepared<'i, 'a> {
             }
         }
         let mut running = vec![Vec::new(); nv];
-        let mut removable = vec![0; nv];
         for (k, r) in input.running.iter().enumerate() {
-            let v = input
-                .variants
-                .get(r.variant)
-                .ok_or(ScalingError::OutOfRange {
+            if r.variant >= nv {
+                return Err(ScalingError::OutOfRange {
                     what: "variant",
                     index: r.variant,
-                })?;
+                });
+            }
             let w = input
                 .workers
                 .get(r.worker)
@@ -267,11 +268,42 @@ impl<'i, 'a> Prepared<'i, 'a> {
                 continue;
             }
             running[r.variant].push(k);
-            let held = family_of[r.variant].is_some_and(|f| overloaded[f]);
-            if r.state_age_ms >= v.load_ms && !held {
-                removable[r.variant] += 1;
-            }
         }
+        // Scale-in stabilisation: a family with the capacity its demand asks for gives back
+        // only instances older than the hold; one short of it may replace any that loaded.
+        let short: Vec<bool> = input
+            .families
+            .iter()
+            .map(|fam| {
+                let capacity: f64 = fam
+                    .variants
+                    .iter()
+                    .map(|&j| running[j].len() as f64 * peak[j])
+                    .sum();
+                capacity < input.config.slack * fam.load_qps
+            })
+            .collect();
+        let min_age_ms: Vec<f64> = (0..nv)
+            .map(|j| {
+                let load_ms = input.variants[j].load_ms;
+                match family_of[j] {
+                    Some(f) if !short[f] => load_ms.max(input.config.scale_in_hold_ms),
+                    _ => load_ms,
+                }
+            })
+            .collect();
+        let removable = (0..nv)
+            .map(|j| {
+                let held = family_of[j].is_some_and(|f| overloaded[f]);
+                if held {
+                    return 0;
+                }
+                running[j]
+                    .iter()
+                    .filter(|&&k| input.running[k].state_age_ms >= min_age_ms[j])
+                    .count()
+            })
+            .collect();
         let lambda = input.config.lambda_per_s;
         let dearest = (0..nv)
             .map(|j| rate[j] * (1.0 + lambda * input.variants[j].load_ms / 1000.0))
@@ -284,6 +316,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
             loadable,
             running,
             removable,
+            min_age_ms,
             overloaded,
             // Leaving 1/1000 of a row/s unserved weighs as much as loading the dearest variant.
             penalty: 1000.0 * dearest.max(f64::MIN_POSITIVE),
@@ -335,11 +368,10 @@ impl<'i, 'a> Prepared<'i, 'a> {
         if self.family_of[j].is_some_and(|f| self.overloaded[f]) {
             return Vec::new();
         }
-        let v = &self.input.variants[j];
         let mut list: Vec<usize> = self.running[j]
             .iter()
             .copied()
-            .filter(|&k| self.input.running[k].state_age_ms >= v.load_ms)
+            .filter(|&k| self.input.running[k].state_age_ms >= self.min_age_ms[j])
             .collect();
         let workers = self.input.workers;
         list.sort_by(|&a, &b| {
@@ -497,6 +529,24 @@ pub(crate) fn family_actions(
     for (&(to, worker), &k) in loads.iter().zip(removals) {
         let r = &input.running[k];
         let (old, new) = (&variants[r.variant], &variants[to]);
+        if to == r.variant {
+            // The same variant elsewhere: a move (scale-in emptying a releasable worker).
+            let reason = format!(
+                "{}: move instance {} of {} from worker {} to worker {}; {why}",
+                fam.name,
+                r.instance,
+                old.name,
+                input.workers[r.worker].id,
+                input.workers[worker].id,
+            );
+            let kind = ActionKind::Migrate {
+                instance: r.instance,
+                from_worker: r.worker,
+                to_worker: worker,
+            };
+            push(kind, reason, 0.0);
+            continue;
+        }
         let up = scaling_up && p.peak[to] > p.peak[r.variant];
         let kind = if up {
             ActionKind::Upgrade {

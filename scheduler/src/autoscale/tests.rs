@@ -184,6 +184,64 @@ fn young_instances_are_not_replaced_or_removed() {
     assert!(plan.actions.is_empty(), "{:?}", plan.actions);
 }
 
+/// Scale-in stabilisation: a family with more capacity than it needs gives back only
+/// instances older than `scale_in_hold_ms` (a replica just loaded or split off stays through
+/// a dip of the measured load); a family short of capacity still replaces instances younger
+/// than the hold by an upgrade. Both planners.
+#[test]
+fn scale_in_waits_for_the_hold_scale_up_does_not() {
+    let variants = [
+        var("a", HardwareKind::Cpu, 4, 100.0),
+        var("b", HardwareKind::Cpu, 2, 500.0),
+    ];
+    let workers = [cpu_worker("w0", 32)];
+    // Past a's load time (1 s), within the default hold (10 s).
+    let young = |age: f64| vec![run(0, 0, 0, age), run(1, 0, 0, age), run(2, 0, 0, age)];
+    let planners: [super::period::Planner; 2] = [greedy, exact];
+    for plan_with in planners {
+        let calm = |age: f64| {
+            plan_with(&input(
+                &variants,
+                &workers,
+                young(age),
+                vec![family(&[0, 1], 10.0)],
+            ))
+            .unwrap()
+        };
+        assert!(calm(5_000.0).actions.is_empty(), "{:?}", calm(5_000.0));
+        let later = calm(10_000.0);
+        assert!(
+            kinds(&later)
+                .iter()
+                .any(|k| matches!(k, ActionKind::RemoveReplica { .. })),
+            "{later:?}"
+        );
+        // Without a hold only the load time counts.
+        let mut i = input(
+            &variants,
+            &workers,
+            young(5_000.0),
+            vec![family(&[0, 1], 10.0)],
+        );
+        i.config.scale_in_hold_ms = 0.0;
+        assert!(!plan_with(&i).unwrap().actions.is_empty());
+        // Short of capacity (300 rows/s of a for 400): the young instances are upgraded.
+        let surge = plan_with(&input(
+            &variants,
+            &workers,
+            young(5_000.0),
+            vec![family(&[0, 1], 400.0)],
+        ))
+        .unwrap();
+        assert!(
+            kinds(&surge)
+                .iter()
+                .any(|k| matches!(k, ActionKind::Upgrade { to: 1, .. })),
+            "{surge:?}"
+        );
+    }
+}
+
 #[test]
 fn new_loads_meet_the_slo_and_the_accuracy() {
     // fast misses the SLO at a full batch; accurate-enough only slow does.
@@ -522,6 +580,69 @@ fn scale_down_empties_releasable_workers_first() {
         w.utilisation = 1.0;
     }
     assert_eq!(downgrade(&busy), to_w0);
+    // The exact planner too, where the started worker is the tighter fit (its packing took
+    // the worker with the fewest free cores; seen on the real server with the same outcome).
+    let mut tight = workers.clone();
+    tight[0].cores_used = 8;
+    tight[1].cores_used = 12;
+    let i = input(
+        &variants,
+        &tight,
+        vec![run(5, 0, 1, OLD)],
+        vec![family(&[0, 1], 100.0)],
+    )
+    .with_releasable(vec![false, true]);
+    assert_eq!(kinds(&exact(&i).unwrap()), to_w0);
+    assert_eq!(kinds(&greedy(&i).unwrap()), to_w0);
+}
+
+/// Scale-in moves a family's last instance off a releasable worker, to a permanent worker with
+/// room: the move costs a load, stopping the worker saves its price. Never to another
+/// releasable worker, nor when no permanent one has room. (Seen on the real server: the exact
+/// planner's downgrade had put the only instance on the started worker while the permanent
+/// one was full; once that emptied, nothing brought the instance back and the started worker
+/// never stopped.)
+#[test]
+fn scale_in_moves_the_last_instance_off_a_releasable_worker() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 400.0)];
+    let (w0, mut w1, mut w2) = (
+        cpu_worker("w0", 2),
+        cpu_worker("w1", 2),
+        cpu_worker("w2", 2),
+    );
+    w1.cores_used = 1;
+    w2.cores_used = 2;
+    let plan = |workers: &[WorkerEntry], releasable: Vec<bool>| {
+        let i = input(
+            &variants,
+            workers,
+            vec![run(4, 0, 1, OLD)],
+            vec![family(&[0], 10.0)],
+        )
+        .with_releasable(releasable);
+        kinds(&greedy(&i).unwrap())
+    };
+    let workers = [w0.clone(), w1.clone()];
+    assert_eq!(
+        plan(&workers, vec![false, true]),
+        [ActionKind::Migrate {
+            instance: 4,
+            from_worker: 1,
+            to_worker: 0
+        }]
+    );
+    // On a permanent worker it stays.
+    assert_eq!(plan(&workers, vec![false, false]), []);
+    // No permanent worker with room: it stays.
+    assert_eq!(plan(&[w2.clone(), w1.clone()], vec![false, true]), []);
+    // Only another releasable worker has room: it stays.
+    assert_eq!(
+        plan(&[w2, w1.clone(), w0.clone()], vec![false, true, true])
+            .iter()
+            .filter(|k| matches!(k, ActionKind::Migrate { .. }))
+            .count(),
+        0
+    );
 }
 
 /// Scale-in takes a variant's instances off releasable workers before permanent ones, even
