@@ -257,14 +257,16 @@ pub async fn model_version_ready(
     is_ready(&state, &p.tenant_id, &name).await
 }
 
-fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Vec<u8>> {
+/// The request body, decompressed per its `Content-Encoding` (an identity body is passed on
+/// as it came, not copied).
+fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Bytes> {
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_ascii_lowercase());
     let mut out = Vec::new();
     let read = match encoding.as_deref() {
-        None | Some("identity") => return Ok(body.to_vec()),
+        None | Some("identity") => return Ok(body),
         Some("gzip") => flate2::read::GzDecoder::new(&body[..])
             .take(limit as u64 + 1)
             .read_to_end(&mut out),
@@ -286,7 +288,7 @@ fn decompress(headers: &HeaderMap, body: Bytes, limit: usize) -> ApiResult<Vec<u
             "the decompressed request body is larger than {limit} bytes"
         )));
     }
-    Ok(out)
+    Ok(Bytes::from(out))
 }
 
 /// The model-less requirements of a request, each read by `number` from the request's

@@ -331,6 +331,7 @@ async fn bad_queries_name_the_problem(b: &Backends) {
     )
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+    compressed_v2_bodies(&p, &t).await;
     // The server still serves.
     let (s, _) = post(
         &p,
@@ -341,6 +342,57 @@ async fn bad_queries_name_the_problem(b: &Backends) {
     .await;
     assert_eq!(s, StatusCode::OK);
     p.stop().await;
+}
+
+/// Open Inference Protocol bodies with a `Content-Encoding`: gzip and deflate answer as the
+/// plain body does; another encoding is a 415, a corrupt stream a 400, and a stream that
+/// inflates past the body limit (8 MiB of zeros in a few KB) a 413, each naming the problem.
+async fn compressed_v2_bodies(p: &Platform, t: &Tenant) {
+    use std::io::Write;
+    let body = serde_json::to_vec(&json!({"inputs": [digit_row("input", 3)]})).unwrap();
+    let send = |bytes: Vec<u8>, encoding: &'static str| {
+        p.http
+            .post(format!("{}/v2/models/digits-mlp-m/infer", p.base))
+            .bearer_auth(&t.token)
+            .header("content-type", "application/json")
+            .header("content-encoding", encoding)
+            .body(bytes)
+            .send()
+    };
+    let answer = |r: reqwest::Response| async move {
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        (status, text)
+    };
+    let (s, plain) = answer(send(body.clone(), "identity").await.unwrap()).await;
+    assert_eq!(s, StatusCode::OK, "{plain}");
+    let outputs =
+        |text: &str| -> Value { serde_json::from_str::<Value>(text).unwrap()["outputs"].clone() };
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&body).unwrap();
+    let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    zlib.write_all(&body).unwrap();
+    for (bytes, encoding) in [
+        (gz.finish().unwrap(), "gzip"),
+        (zlib.finish().unwrap(), "deflate"),
+    ] {
+        let (s, text) = answer(send(bytes, encoding).await.unwrap()).await;
+        assert_eq!(s, StatusCode::OK, "{encoding}: {text}");
+        assert_eq!(outputs(&text), outputs(&plain), "{encoding}");
+    }
+    let (s, text) = answer(send(body.clone(), "br").await.unwrap()).await;
+    assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
+    assert!(text.contains("'br'"), "{text}");
+    let (s, text) = answer(send(b"not gzip".to_vec(), "gzip").await.unwrap()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("decompress"), "{text}");
+    let mut bomb = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    bomb.write_all(&vec![0u8; 8 * 1024 * 1024 + 1]).unwrap();
+    let bomb = bomb.finish().unwrap();
+    assert!(bomb.len() < 64 * 1024, "{}", bomb.len());
+    let (s, text) = answer(send(bomb, "gzip").await.unwrap()).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert!(text.contains("decompressed"), "{text}");
 }
 
 registry_common::backends::on_both_pairs!(
