@@ -215,6 +215,11 @@ impl<'a> Ramp<'a> {
             tokio::time::sleep_until(tokio::time::Instant::from_std(start + gap * i)).await;
         };
         self.seen = list.len();
+        // Shown when the test fails: how long each phase took to see its actions.
+        println!(
+            "phase at {rate:.1} queries/s: {wanted:?} after {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
         list
     }
 }

@@ -267,15 +267,24 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                         (j, w)
                     });
                 let mut placed: Vec<(usize, usize)> = first.into_iter().collect();
-                placed.extend(place_n(p, j, n - placed.len(), &mut r));
+                if moving {
+                    // Only to a permanent worker that does not run the variant already (a
+                    // worker runs one instance of a variant: the controller would look for
+                    // another worker, and finding none, ask for one).
+                    let hosts =
+                        |w: usize| p.running[i].iter().any(|&k| p.input.running[k].worker == w);
+                    let to = r.place_where(p.input.workers, &variants[j], |w| {
+                        !p.input.is_releasable(w) && !hosts(w)
+                    });
+                    placed.extend(to.map(|w| (j, w)));
+                } else {
+                    placed.extend(place_n(p, j, n - placed.len(), &mut r));
+                }
                 let value = if placed.iter().any(|&(_, w)| w == at) {
                     value
                 } else {
                     value - credit
                 };
-                if moving && placed.iter().any(|&(_, w)| p.input.is_releasable(w)) {
-                    continue;
-                }
                 if placed.len() == n && better(value, &best) {
                     best = Some((value, slot, Some((j, r, placed))));
                 }

@@ -633,6 +633,19 @@ fn scale_in_moves_the_last_instance_off_a_releasable_worker() {
     );
     // On a permanent worker it stays.
     assert_eq!(plan(&workers, vec![false, false]), []);
+    // Not onto a permanent worker that runs the variant already (the controller would look
+    // for a third worker, and ask for one): 500 rows/s needs both instances, so it stays.
+    let mut hosting = w0.clone();
+    hosting.cores_used = 1;
+    let both = [hosting, w1.clone()];
+    let i = input(
+        &variants,
+        &both,
+        vec![run(3, 0, 0, OLD), run(4, 0, 1, OLD)],
+        vec![family(&[0], 500.0)],
+    )
+    .with_releasable(vec![false, true]);
+    assert_eq!(kinds(&greedy(&i).unwrap()), []);
     // No permanent worker with room: it stays.
     assert_eq!(plan(&[w2.clone(), w1.clone()], vec![false, true]), []);
     // Only another releasable worker has room: it stays.
