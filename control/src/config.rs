@@ -288,6 +288,17 @@ impl Default for AutoscaleConfig {
 }
 
 impl AutoscaleConfig {
+    /// The model policies' thresholds and weights, as the controller and what-if runs use
+    /// them.
+    pub fn scaling(&self) -> infaas_scheduler::autoscale::ScalingConfig {
+        infaas_scheduler::autoscale::ScalingConfig {
+            slack: self.slack,
+            scale_down: self.scale_down,
+            lambda_per_s: self.lambda_per_s,
+            scale_in_hold_ms: self.scale_in_hold_secs * 1000.0,
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(format!("autoscale: {m}")));
         if self.model_interval_ms < 10 || self.worker_interval_ms < 10 {

@@ -1012,9 +1012,9 @@ mod tests {
     fn vertical_scaling_serves_a_surge_while_replicas_load() {
         let t = trace("step:from=150,to=3000,at=20,duration=40,app=m,slo=50");
         // The surge meets one instance: without the scale-in hold the replica loaded at 17 s
-        // is gone by 19 s. (Met by two, as with the default hold, the threads the vertical
-        // step gives both take the cores of one replica, and the first seconds are served
-        // worse than without it.)
+        // is gone by 19 s. (Met by two, as with the default hold, more queries pile onto the
+        // replica loaded on demand while it loads, and the first seconds are served worse
+        // than without vertical scaling: README, "Simulator", not fixed yet.)
         let scaling = ScalingConfig {
             scale_in_hold_ms: 0.0,
             ..ScalingConfig::default()

@@ -40,8 +40,8 @@ use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
     self, greedy, model_period, plan_demands, releasable_view, resolve, worker_period, Action,
     ActionKind, ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig,
-    PeriodInput, Resolution, ScalingConfig, Stability, Step, VerticalConfig, WorkerConfig,
-    WorkerPeriod, WorkerView,
+    PeriodInput, Resolution, Stability, Step, VerticalConfig, WorkerConfig, WorkerPeriod,
+    WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
@@ -283,15 +283,6 @@ impl Autoscaler {
         }
     }
 
-    fn scaling_config(&self) -> ScalingConfig {
-        ScalingConfig {
-            slack: self.cfg.slack,
-            scale_down: self.cfg.scale_down,
-            lambda_per_s: self.cfg.lambda_per_s,
-            scale_in_hold_ms: self.cfg.scale_in_hold_secs * 1000.0,
-        }
-    }
-
     fn vertical_config(&self) -> VerticalConfig {
         VerticalConfig {
             max_threads: self.cfg.vertical_max_threads,
@@ -337,7 +328,7 @@ impl Autoscaler {
     /// The thresholds of one model period.
     fn period_config(&self) -> PeriodConfig {
         PeriodConfig {
-            scaling: self.scaling_config(),
+            scaling: self.cfg.scaling(),
             vertical_enabled: self.cfg.vertical,
             vertical: self.vertical_config(),
             migration: MigrationConfig {
@@ -931,7 +922,7 @@ impl Autoscaler {
             return;
         }
         let prices = self.prices;
-        let cfg = self.scaling_config();
+        let cfg = self.cfg.scaling();
         let snapshot = input.snapshot.clone();
         let solved = tokio::task::spawn_blocking(move || {
             let started = Instant::now();

@@ -118,16 +118,11 @@ pub fn cluster(
         }
         // As `infaas sim --slack`: scale down above 1.5 x slack / 1.05.
         Some(slack) => ScalingConfig {
-            lambda_per_s: autoscale.lambda_per_s,
-            scale_in_hold_ms: autoscale.scale_in_hold_secs * 1000.0,
-            ..ScalingConfig::with_slack(slack)
+            slack,
+            scale_down: ScalingConfig::with_slack(slack).scale_down,
+            ..autoscale.scaling()
         },
-        None => ScalingConfig {
-            slack: autoscale.slack,
-            scale_down: autoscale.scale_down,
-            lambda_per_s: autoscale.lambda_per_s,
-            scale_in_hold_ms: autoscale.scale_in_hold_secs * 1000.0,
-        },
+        None => autoscale.scaling(),
     };
     let (max_cpu, max_gpu) = (
         req.max_cpu_workers.unwrap_or(cpu_workers),

@@ -68,8 +68,7 @@ pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<Plan, ScalingE
             p.demand(f),
             p.capacity(f),
         );
-        let scaling_up = p.capacity(f) < p.demand(f);
-        actions.extend(family_actions(&p, f, &fl, &fr, scaling_up, &why));
+        actions.extend(family_actions(&p, f, &fl, &fr, &why));
     }
     Ok(Plan { actions, score })
 }

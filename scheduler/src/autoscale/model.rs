@@ -40,11 +40,10 @@ pub fn greedy(input: &ScalingInput) -> Result<Plan, ScalingError> {
     let mut room = Room::new(input.workers);
     let (mut loads, mut removals, mut actions) = (Vec::new(), Vec::new(), Vec::new());
     for f in 0..input.families.len() {
-        let scaling_up = p.capacity(f) < p.demand(f);
         let Some((fl, fr, why)) = decide(&p, f, &mut room) else {
             continue;
         };
-        actions.extend(family_actions(&p, f, &fl, &fr, scaling_up, &why));
+        actions.extend(family_actions(&p, f, &fl, &fr, &why));
         loads.extend(fl);
         removals.extend(fr);
     }
@@ -77,10 +76,11 @@ fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
     }
 }
 
-/// Places up to `n` instances of variant `j` in `room` and returns the loads: on permanent workers while one has room, then on
-/// releasable ones (whatever the utilisation says: a busy host makes a permanent worker read
-/// as loaded as the releasable ones, which the model period sees fully busy, and the tie then
-/// went to the started worker with more free cores, which never emptied).
+/// Places up to `n` instances of variant `j` in `room` and returns the loads: on permanent
+/// workers while one has room, then on releasable ones (whatever the utilisation says: a busy
+/// host makes a permanent worker read as loaded as the releasable ones, which the model period
+/// sees fully busy, and the tie then went to the started worker with more free cores, which
+/// never emptied).
 fn place_n(p: &Prepared, j: usize, n: usize, room: &mut Room) -> Vec<(usize, usize)> {
     let v = &p.input.variants[j];
     let workers = p.input.workers;

@@ -177,6 +177,8 @@ pub(crate) struct Prepared<'i, 'a> {
     pub running: Vec<Vec<usize>>,
     /// Per variant: how many of those may be removed.
     pub removable: Vec<usize>,
+    /// Per family: whether its live instances fall short of its demand (it scales up).
+    pub short: Vec<bool>,
     /// Per variant: how long an instance must have been in its state to be removable (its
     /// load time; at least the scale-in hold when its family is not short of capacity).
     pub min_age_ms: Vec<f64>,
@@ -274,14 +276,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
         let short: Vec<bool> = input
             .families
             .iter()
-            .map(|fam| {
-                let capacity: f64 = fam
-                    .variants
-                    .iter()
-                    .map(|&j| running[j].len() as f64 * peak[j])
-                    .sum();
-                capacity < input.config.slack * fam.load_qps
-            })
+            .map(|fam| capacity_of(fam, &running, &peak) < input.config.slack * fam.load_qps)
             .collect();
         let min_age_ms: Vec<f64> = (0..nv)
             .map(|j| {
@@ -316,6 +311,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
             loadable,
             running,
             removable,
+            short,
             min_age_ms,
             overloaded,
             // Leaving 1/1000 of a row/s unserved weighs as much as loading the dearest variant.
@@ -334,11 +330,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
 
     /// Saturation throughput of the family's live instances.
     pub fn capacity(&self, f: usize) -> f64 {
-        self.family(f)
-            .variants
-            .iter()
-            .map(|&j| self.running[j].len() as f64 * self.peak[j])
-            .sum()
+        capacity_of(self.family(f), &self.running, &self.peak)
     }
 
     /// Price per second of the family's live instances.
@@ -497,9 +489,17 @@ impl Room {
     }
 }
 
+/// Saturation throughput of `fam`'s live instances (`running` and `peak` per variant).
+fn capacity_of(fam: &Family, running: &[Vec<usize>], peak: &[f64]) -> f64 {
+    fam.variants
+        .iter()
+        .map(|&j| running[j].len() as f64 * peak[j])
+        .sum()
+}
+
 /// Turns one family's loads and removals into actions: a removal and a load are paired into an
 /// upgrade or a downgrade; what is left becomes replicas added or removed. When the family
-/// scales up (`scaling_up`), a pair is an upgrade when the load's variant has the higher
+/// scales up (it is [`Prepared::short`]), a pair is an upgrade when the load's variant has the higher
 /// saturation throughput; when it scales down, a pair is a downgrade (a replacement chosen for
 /// its lower price, even when it also happens to be faster). Each action's costs are the
 /// family's before and after it, in order.
@@ -508,7 +508,6 @@ pub(crate) fn family_actions(
     f: usize,
     loads: &[(usize, usize)],
     removals: &[usize],
-    scaling_up: bool,
     why: &str,
 ) -> Vec<Action> {
     let input = p.input;
@@ -547,7 +546,7 @@ pub(crate) fn family_actions(
             push(kind, reason, 0.0);
             continue;
         }
-        let up = scaling_up && p.peak[to] > p.peak[r.variant];
+        let up = p.short[f] && p.peak[to] > p.peak[r.variant];
         let kind = if up {
             ActionKind::Upgrade {
                 from: r.instance,
