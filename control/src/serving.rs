@@ -260,10 +260,12 @@ fn load_in_background(state: &ControlPlane, snapshot: &Snapshot, variant: usize,
     };
     let lr = load_request(&served);
     let (state, worker_id) = (state.clone(), w.id.clone());
+    state.cluster.load_started(&worker_id, &lr.variant_id);
     tokio::spawn(async move {
         match handle.load(&lr).await {
             Ok(_) => state.cluster.loaded(&worker_id, &lr),
             Err(e) => {
+                state.cluster.load_failed(&lr.variant_id);
                 tracing::warn!(worker = %worker_id, variant = %lr.variant_name, error = %e, "a load started for later queries failed")
             }
         }
@@ -500,10 +502,21 @@ async fn serve_with(
             .ok_or_else(|| Error::Unavailable("the chosen worker has just left; retry".into()))?;
         let result = async {
             if load {
+                // Counted as waiting for the load until it is over, so that later queries
+                // weigh the queue building up here against the running instances.
+                let _waiting = state.cluster.load_started(&w.id, &v.id).enter(rows);
                 let lr = load_request(&served);
-                handle.load(&lr).await?;
+                if let Err(e) = handle.load(&lr).await {
+                    state.cluster.load_failed(&v.id);
+                    return Err(e);
+                }
                 state.cluster.loaded(&w.id, &lr);
             }
+            // A query that waited for the load counts on the new instance from here, as the
+            // others that waited with it do.
+            let _running = load
+                .then(|| state.cluster.enter(&w.id, &v.id, rows))
+                .flatten();
             match handle
                 .infer(&v.id, schema::adapt(inputs.clone(), &served.inputs))
                 .await

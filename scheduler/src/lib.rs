@@ -27,6 +27,6 @@ pub mod snapshot;
 pub use instance_state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{
-    variant_cost_per_query, InFlight, InFlightGuard, InstanceEntry, Prices, Snapshot,
-    SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry,
+    variant_cost_per_query, Clock, InFlight, InFlightGuard, InstanceEntry, PendingLoad, Prices,
+    Snapshot, SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry,
 };

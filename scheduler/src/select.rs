@@ -18,8 +18,15 @@
 //!    least-utilised worker with the variant's hardware, enough free cores for its threads and
 //!    enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered (a replica of a CPU variant only on a
-//!    worker with idle CPU cores for its threads). `wait` says whether the load plus the run
-//!    still fit the SLO.
+//!    worker with idle CPU cores for its threads). A variant already being loaded for waiting
+//!    queries ([`crate::snapshot::PendingLoad`]) is joined instead, and its total is what a
+//!    query waits for there: the rest of the load, then the rows queued for it meanwhile run in
+//!    batches ([`Snapshot::pending_ms`]), so a load that more queries wait for than it can
+//!    answer in time makes the next ones load another. `wait` says whether that total still
+//!    fits the SLO; when it does not, an overloaded or interfered instance that still answers
+//!    within the SLO, and sooner, serves the query meanwhile. A query that no instance answers
+//!    in time waits for the load: on a busy instance it would only lengthen the queue of
+//!    queries that are still answered in time there.
 //! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
 //!    of an eligible variant, only when nothing can be loaded: those that fit the SLO first, then
 //!    the lowest predicted latency.
@@ -77,17 +84,20 @@ pub enum Decision {
         predicted_ms: f64,
         reason: String,
     },
-    /// Load `variant` on `worker`; `predicted_ms` is load time plus the query's run.
+    /// Load `variant` on `worker` (or join its load under way there); `predicted_ms` is what
+    /// the query waits for: the load (or the rest of it, and the rows already waiting for it)
+    /// plus its run.
     Load {
         variant: usize,
         worker: usize,
         predicted_ms: f64,
         /// Whether the query can wait for the load within its SLO (always with no SLO).
         wait: bool,
-        /// When the query cannot wait: a loaded instance that answers it sooner than the load
-        /// would (busy or overloaded, so it may miss the SLO too). The query goes there and
+        /// When the query cannot wait: a loaded instance, overloaded or interfered, that still
+        /// answers it within its SLO and sooner than the load would. The query goes there and
         /// the load goes on for the queries after it; without this, every query of a burst
-        /// that finds the instances busy would queue at the one instance being loaded.
+        /// that finds the instances busy would queue at the one instance being loaded. A query
+        /// that no instance answers in time waits for the load.
         meanwhile: Option<usize>,
         reason: String,
     },
@@ -290,14 +300,17 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
                 ..
             } = &mut load
             {
-                if let Some(p) = fallback.filter(|p| p.predicted_ms < *predicted_ms) {
+                // Only one that still answers within the SLO: a query late anywhere waits for
+                // the load rather than lengthen the queue of an instance answering others in
+                // time (the load's queue counts it, so later queries see it).
+                if let Some(p) = fallback.filter(|p| p.fits && p.predicted_ms < *predicted_ms) {
                     *meanwhile = Some(p.instance);
                     if !explain {
                         return load;
                     }
                     _ = write!(
                         reason,
-                        "; meanwhile served by {} instance {} of {} (p99 {} ms), sooner than the load",
+                        "; meanwhile served by {} instance {} of {} (p99 {} ms), within the SLO and sooner than the load",
                         instances[p.instance].state.as_str(),
                         instances[p.instance].id,
                         variants[p.variant].name,
@@ -336,11 +349,22 @@ fn best_load(
     explain: bool,
 ) -> Option<Decision> {
     let variants = s.variants();
+    // A variant already being loaded for waiting queries is joined, not loaded again: what a
+    // query waits for there is the rest of the load and the rows that queued for it meanwhile.
     let candidates = || {
         list.iter()
             .map(|&vi| (vi, &variants[vi]))
             .take_while(|(_, v)| q.min_accuracy.is_none_or(|min| v.accuracy >= min))
-            .map(|(vi, v)| (vi, v, v.load_ms + v.latency_ms(rows)))
+            .map(|(vi, v)| {
+                let total = s
+                    .pending_ms(vi, rows)
+                    .unwrap_or_else(|| v.load_ms + v.latency_ms(rows));
+                (vi, v, total)
+            })
+    };
+    let at = |vi: usize, v: &VariantEntry| match s.pending_load(vi) {
+        Some(p) => Some(p.worker),
+        None => place(s, v, replica),
     };
     let mut lowest: Option<(usize, usize, f64)> = None;
     for (vi, v, total) in candidates() {
@@ -348,7 +372,7 @@ fn best_load(
         if lowest.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
             continue;
         }
-        if let Some(w) = place(s, v, replica) {
+        if let Some(w) = at(vi, v) {
             lowest = Some((vi, w, total));
         }
     }
@@ -382,7 +406,7 @@ fn best_load(
         if run > fastest * (1.0 + LOAD_TIE) || !better {
             continue;
         }
-        if let Some(w) = place(s, v, replica) {
+        if let Some(w) = at(vj, v) {
             chosen = Some((vj, w, t));
         }
     }
@@ -400,23 +424,34 @@ fn best_load(
         });
     }
     let instances = s.instances();
-    let loaded = if s
-        .variant_instances(vi)
-        .iter()
-        .all(|&i| instances[i].state == InstanceState::Inactive)
-    {
-        "not loaded"
-    } else {
-        "a new replica (its instances are busy, overloaded or interfered)"
+    let mut reason = match s.pending_load(vi) {
+        Some(p) => format!(
+            "join the load of {} under way on worker {}: {} rows waiting for it, {} ms with the rest of the load",
+            v.name,
+            w.id,
+            p.waiting(),
+            Ms(total)
+        ),
+        None => {
+            let loaded = if s
+                .variant_instances(vi)
+                .iter()
+                .all(|&i| instances[i].state == InstanceState::Inactive)
+            {
+                "not loaded"
+            } else {
+                "a new replica (its instances are busy, overloaded or interfered)"
+            };
+            format!(
+                "load {} ({loaded}) on worker {}: load {} ms + p99 {} ms at batch {rows} = {} ms",
+                v.name,
+                w.id,
+                Ms(v.load_ms),
+                Ms(v.latency_ms(rows)),
+                Ms(total)
+            )
+        }
     };
-    let mut reason = format!(
-        "load {} ({loaded}) on worker {}: load {} ms + p99 {} ms at batch {rows} = {} ms",
-        v.name,
-        w.id,
-        Ms(v.load_ms),
-        Ms(v.latency_ms(rows)),
-        Ms(total)
-    );
     match q.latency_slo_ms {
         Some(slo) if wait => _ = write!(reason, " fits SLO {} ms", Ms(slo)),
         Some(slo) => {
@@ -429,13 +464,16 @@ fn best_load(
         None => reason.push_str(" (no SLO)"),
     }
     requirements(&mut reason, v, q, prices, rows);
-    _ = write!(
-        reason,
-        "; lowest load + latency among eligible variants (near ties: the fewest threads among the fastest, then without an SLO the largest batch); least-utilised {} worker with room ({:.2} utilised, {} free cores)",
-        v.hardware.as_str(),
-        w.utilisation,
-        w.free_cores()
-    );
+    reason.push_str("; lowest load + latency among eligible variants (a load under way: the rest of it and the rows waiting; near ties: the fewest threads among the fastest, then without an SLO the largest batch)");
+    if s.pending_load(vi).is_none() {
+        _ = write!(
+            reason,
+            "; least-utilised {} worker with room ({:.2} utilised, {} free cores)",
+            v.hardware.as_str(),
+            w.utilisation,
+            w.free_cores()
+        );
+    }
     Some(Decision::Load {
         variant: vi,
         worker: wi,
@@ -611,7 +649,7 @@ mod tests {
 
     use super::*;
     use crate::snapshot::tests::{instance, variant, worker};
-    use crate::snapshot::{InFlight, InstanceEntry, SnapshotBuilder};
+    use crate::snapshot::{Clock, InFlight, InstanceEntry, PendingLoad, SnapshotBuilder};
 
     const PRICES: Prices = Prices {
         cpu_core_per_s: 1.0,
@@ -1099,6 +1137,107 @@ mod tests {
             Decision::Load {
                 wait: true,
                 meanwhile: None,
+                ..
+            }
+        ));
+    }
+
+    /// Before a query waited for a load only by its bare load time, every query of a burst
+    /// that could not be served queued at the one instance being loaded (2,000 rows in the
+    /// simulator's step test, against about 230 on each running instance).
+    #[test]
+    fn a_load_under_way_is_joined_with_the_rows_waiting_for_it() {
+        let mut f = fixture();
+        let (big, mid) = (f.big, f.mid);
+        let (w0, w1) = (f.worker("w0", 0.0), f.worker("w1", 0.0));
+        let mut s = f.b.build();
+        let q = app(Some(150.0), Some(0.9));
+        // Nothing under way: mid loads (100 ms + 2 ms) on the first of two equal workers.
+        assert!(matches!(
+            select(&s, &q, &PRICES),
+            Decision::Load { variant, worker, predicted_ms, .. }
+                if variant == mid && worker == w0 && predicted_ms == 102.0
+        ));
+        // Its load started on w1 60 ms ago: the query joins it there for the rest of the load.
+        let live = InFlight::default();
+        s.add_pending_load(PendingLoad {
+            variant: mid,
+            worker: w1,
+            started_ms: 0.0,
+            waiting: 0,
+            live: live.clone(),
+        })
+        .unwrap();
+        s.set_clock(Clock::Fixed(60.0));
+        match select(&s, &q, &PRICES) {
+            Decision::Load {
+                variant,
+                worker,
+                predicted_ms,
+                wait: true,
+                reason,
+                ..
+            } => {
+                assert_eq!((variant, worker, predicted_ms), (mid, w1, 42.0));
+                assert!(reason.contains("join the load of mid.mid"), "{reason}");
+            }
+            d => panic!("{d:?}"),
+        }
+        // 80 rows wait for it (10 batches of 8 at 8 ms): 40 + 88 ms, still within the SLO.
+        let guard = live.enter(80);
+        assert!(matches!(
+            select(&s, &q, &PRICES),
+            Decision::Load { variant, predicted_ms, wait: true, .. }
+                if variant == mid && predicted_ms == 128.0
+        ));
+        // 160 (reported): 208 ms there, so the next query loads big afresh (108 ms).
+        drop(guard);
+        s.set_pending_waiting(mid, 160);
+        assert!(matches!(
+            select(&s, &q, &PRICES),
+            Decision::Load { variant, worker, predicted_ms, wait: true, .. }
+                if variant == big && worker == w0 && predicted_ms == 108.0
+        ));
+        // Once its instance is in the index the load is over.
+        s.add_instance(instance("m1", mid, w1)).unwrap();
+        assert!(s.pending_load(mid).is_none());
+        assert!(
+            matches!(select(&s, &q, &PRICES), Decision::Serve { variant, .. } if variant == mid)
+        );
+    }
+
+    #[test]
+    fn a_query_late_everywhere_waits_for_the_load() {
+        let mut f = fixture();
+        let mid = f.mid;
+        f.worker("w", 0.0);
+        let mut s = f.b.build();
+        // An overloaded instance of mid with 64 rows queued: 72 ms, sooner than the load
+        // (102 ms) but over the SLO. It is left to the queries it still answers in time.
+        s.add_instance(InstanceEntry {
+            id: "busy".into(),
+            variant: mid,
+            worker: 0,
+            state: InstanceState::Overloaded,
+            queue_len: 64,
+            qps: 0.0,
+        })
+        .unwrap();
+        assert!(matches!(
+            select(&s, &app(Some(50.0), Some(0.9)), &PRICES),
+            Decision::Load {
+                variant,
+                wait: false,
+                meanwhile: None,
+                ..
+            } if variant == mid
+        ));
+        // Within an SLO of 80 ms it serves the query meanwhile.
+        assert!(matches!(
+            select(&s, &app(Some(80.0), Some(0.9)), &PRICES),
+            Decision::Load {
+                wait: false,
+                meanwhile: Some(0),
                 ..
             }
         ));

@@ -11,12 +11,18 @@
 //! Load figures and states change in place in O(1); a removed worker's instances leave the
 //! indexes at once. Each instance also has a live in-flight counter ([`InFlight`]) that the
 //! query path raises and lowers as it dispatches and answers queries, so selection sees a
-//! queue build up at once rather than at the next heartbeat. Removed instances keep their slot (indices stay valid, state Inactive) until
-//! the controller rebuilds the snapshot.
+//! queue build up at once rather than at the next heartbeat. Removed instances keep their slot
+//! (indices stay valid, state Inactive) until the controller rebuilds the snapshot.
+//!
+//! A load started on demand, before its instance exists, is a [`PendingLoad`]: where it runs,
+//! when it started (on the snapshot's [`Clock`]) and the rows of the queries waiting for it, so
+//! that selection predicts what a query that joins it waits for (the rest of the load, then the
+//! queue that built up meanwhile) instead of a bare load time.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use infaas_core::{HardwareKind, LatencyPoint};
 use serde::{Deserialize, Serialize};
@@ -191,6 +197,53 @@ impl Drop for InFlightGuard {
     }
 }
 
+/// A load started for queries that wait for it, whose instance does not exist yet (at most one
+/// per variant: queries routed to a variant being loaded wait for that load).
+#[derive(Debug, Clone)]
+pub struct PendingLoad {
+    /// Index into [`Snapshot::variants`].
+    pub variant: usize,
+    /// Index into [`Snapshot::workers`].
+    pub worker: usize,
+    /// When the load started, in ms on the snapshot's [`Clock`].
+    pub started_ms: f64,
+    /// Rows waiting for it, as last reported (the simulator sets it).
+    pub waiting: usize,
+    /// Rows waiting for it, live (the controller's query path enters it while it waits).
+    pub live: InFlight,
+}
+
+impl PendingLoad {
+    /// Rows of the queries waiting for the load.
+    pub fn waiting(&self) -> usize {
+        self.waiting.max(self.live.get())
+    }
+}
+
+/// The time base of [`PendingLoad::started_ms`].
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    /// Milliseconds since this instant (the controller).
+    Wall(Instant),
+    /// A time set by the owner of the snapshot (the simulator's clock).
+    Fixed(f64),
+}
+
+impl Default for Clock {
+    fn default() -> Clock {
+        Clock::Fixed(0.0)
+    }
+}
+
+impl Clock {
+    pub fn now_ms(&self) -> f64 {
+        match *self {
+            Clock::Wall(epoch) => epoch.elapsed().as_secs_f64() * 1e3,
+            Clock::Fixed(t) => t,
+        }
+    }
+}
+
 /// Resource prices, in the same currency unit throughout (dollars in the configuration's
 /// `[prices]` table, whose missing fields take the defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -300,6 +353,9 @@ pub struct Snapshot {
     instances: Vec<InstanceEntry>,
     /// Live in-flight rows, parallel to `instances`.
     in_flight: Vec<InFlight>,
+    /// Loads under way that queries wait for (a handful at most).
+    pending: Vec<PendingLoad>,
+    clock: Clock,
     variant_ids: HashMap<String, usize>,
     worker_ids: HashMap<String, usize>,
     instance_ids: HashMap<String, usize>,
@@ -439,6 +495,63 @@ impl Snapshot {
         Ok(())
     }
 
+    /// The time base of pending loads.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Sets the time base of pending loads.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// Records a load that queries will wait for, replacing one of the same variant. The
+    /// worker must be alive.
+    pub fn add_pending_load(&mut self, p: PendingLoad) -> Result<(), SnapshotError> {
+        self.variants
+            .get(p.variant)
+            .ok_or(SnapshotError::UnknownVariant(p.variant))?;
+        let w = self
+            .workers
+            .get(p.worker)
+            .ok_or(SnapshotError::UnknownWorker(p.worker))?;
+        if !w.alive {
+            return Err(SnapshotError::DeadWorker {
+                worker: w.id.clone(),
+            });
+        }
+        self.pending.retain(|q| q.variant != p.variant);
+        self.pending.push(p);
+        Ok(())
+    }
+
+    /// Forgets the pending load of `variant` (its instance is ready, or the load failed).
+    pub fn remove_pending_load(&mut self, variant: usize) {
+        self.pending.retain(|p| p.variant != variant);
+    }
+
+    /// The load of `variant` under way, if any.
+    pub fn pending_load(&self, variant: usize) -> Option<&PendingLoad> {
+        self.pending.iter().find(|p| p.variant == variant)
+    }
+
+    /// Sets the rows reported waiting for the pending load of `variant`.
+    pub fn set_pending_waiting(&mut self, variant: usize, rows: usize) {
+        if let Some(p) = self.pending.iter_mut().find(|p| p.variant == variant) {
+            p.waiting = rows;
+        }
+    }
+
+    /// Predicted p99 in ms of a query of `rows` rows that joins the pending load of `variant`:
+    /// the rest of the load (by the variant's load time; 0 once overdue), then the rows waiting
+    /// ahead of it run in batches on the new instance. `None` without a pending load.
+    pub fn pending_ms(&self, variant: usize, rows: usize) -> Option<f64> {
+        let p = self.pending_load(variant)?;
+        let v = self.variants.get(variant)?;
+        let left = (p.started_ms + v.load_ms - self.clock.now_ms()).max(0.0);
+        Some(left + v.predicted_ms(p.waiting(), rows))
+    }
+
     /// Rows ahead of a new query at an instance: the larger of the queue its worker last
     /// reported and the rows this controller has in flight there (which include the batch
     /// being run, so it errs on the side of a longer queue).
@@ -541,6 +654,9 @@ impl Snapshot {
                 hardware: v.hardware.as_str(),
             });
         }
+        // The load that queries waited for is over.
+        self.pending
+            .retain(|p| (p.variant, p.worker) != (i.variant, i.worker));
         let idx = self.instances.len();
         self.by_variant[i.variant].push(idx);
         self.by_worker[i.worker].push(idx);
@@ -639,6 +755,7 @@ impl Snapshot {
         for list in &mut self.by_hardware {
             list.retain(|&w| w != worker);
         }
+        self.pending.retain(|p| p.worker != worker);
         let gone = std::mem::take(&mut self.by_worker[worker]);
         for &instance in &gone {
             self.remove_instance(instance)?;

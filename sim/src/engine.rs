@@ -20,8 +20,8 @@ use infaas_scheduler::offline::{
 };
 use infaas_scheduler::Target;
 use infaas_scheduler::{
-    InstanceEntry, InstanceFigures, InstanceState, Prices, Snapshot, SnapshotError, Thresholds,
-    VariantEntry, WorkerEntry,
+    Clock, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot,
+    SnapshotError, Thresholds, VariantEntry, WorkerEntry,
 };
 
 use crate::catalogue::{Accelerator, Profile};
@@ -740,6 +740,14 @@ impl<'t> Engine<'t> {
         } else {
             if on_demand {
                 self.loading.insert(variant, e);
+                // Selection sees the load and the rows that queue for it.
+                let _ = self.snapshot.add_pending_load(PendingLoad {
+                    variant,
+                    worker,
+                    started_ms: self.now,
+                    waiting: 0,
+                    live: Default::default(),
+                });
             }
             self.schedule(self.now + load_ms, Kind::Ready(e));
         }
@@ -750,6 +758,7 @@ impl<'t> Engine<'t> {
         let (variant, worker) = (self.insts[e].variant, self.insts[e].worker);
         if self.loading.get(&variant) == Some(&e) {
             self.loading.remove(&variant);
+            self.snapshot.remove_pending_load(variant);
         }
         let entry = InstanceEntry {
             id: format!("i{e}"),
@@ -799,6 +808,7 @@ impl<'t> Engine<'t> {
         }
         if self.loading.get(&inst.variant) == Some(&e) {
             self.loading.remove(&inst.variant);
+            self.snapshot.remove_pending_load(inst.variant);
         }
         if inst.ready && inst.queue.is_empty() && inst.running.is_empty() {
             self.free(e);
@@ -926,6 +936,11 @@ impl<'t> Engine<'t> {
             job: false,
         });
         self.window_arrivals[self.variant_model[inst.variant]].add(1, q.slo_ms, q.min_accuracy);
+        let variant = inst.variant;
+        if self.loading.get(&variant) == Some(&e) {
+            let waiting = self.insts[e].queue.len();
+            self.snapshot.set_pending_waiting(variant, waiting);
+        }
         self.start_batch(e);
         self.report_queue(e);
     }
@@ -934,6 +949,7 @@ impl<'t> Engine<'t> {
         self.sec(q.at_ms).arrivals += 1;
         self.per_app[q.app].arrivals += 1;
         self.app_window[q.app] += 1;
+        self.snapshot.set_clock(Clock::Fixed(self.now));
         let route = {
             let world = self.world(&[], &[], &[]);
             policy.route(&world, q)

@@ -4,23 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
+mod common;
 
+use common::traces;
 use infaas_sim::forecast::{evaluate_proteus, BEST, HORIZONS, PATTERNS};
-
-fn traces() -> Option<PathBuf> {
-    let dir = std::env::var_os("INFAAS_PROTEUS_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/proteus/twitter")
-        });
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("skipped: no Proteus traces at {}", dir.display());
-        None
-    }
-}
 
 /// The model fitted on each trace's first half forecasts its second half better than the
 /// naive forecast (the last second's rate) on most traces, at every horizon, and never

@@ -6,23 +6,15 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::path::PathBuf;
 
 use infaas_sim::catalogue::{read_proteus, Profile};
 use infaas_sim::forecast::{compare_scaling, cpu_only, read_pattern, themis_cluster, ScalingTable};
 
 fn data() -> Option<(PathBuf, Vec<Profile>)> {
-    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/proteus");
-    let traces = std::env::var_os("INFAAS_PROTEUS_TRACES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| base.join("twitter"));
-    let profiles = std::env::var_os("INFAAS_PROTEUS_PROFILES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| base.join("aggregate_profiled.csv"));
-    if !traces.is_dir() || !profiles.is_file() {
-        eprintln!("skipped: no Proteus data at {}", base.display());
-        return None;
-    }
+    let (traces, profiles) = common::traces_and_profiles()?;
     Some((traces, cpu_only(&read_proteus(&profiles).unwrap())))
 }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use infaas_core::HardwareKind;
 use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
-    next_state, offline::OnlineLoad, peak_qps, InFlight, InstanceEntry, InstanceFigures,
-    InstanceState, Prices, Snapshot, Thresholds, WorkerEntry,
+    next_state, offline::OnlineLoad, peak_qps, Clock, InFlight, InFlightGuard, InstanceEntry,
+    InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot, Thresholds, WorkerEntry,
 };
 use infaas_store::Db;
 use infaas_worker::{
@@ -178,7 +178,21 @@ pub struct Cluster {
     draining: Mutex<HashMap<String, Instant>>,
     /// Workers being stopped (by id): out of the index so nothing new goes there.
     draining_workers: Mutex<HashMap<String, Instant>>,
+    /// Loads started for queries (by variant id), until their instance is in the index.
+    pending: Mutex<HashMap<String, Pending>>,
+    /// The time base of the index's pending loads.
+    epoch: Instant,
 }
+
+/// A load under way that queries wait for (see [`PendingLoad`]).
+struct Pending {
+    worker: String,
+    started: Instant,
+    waiting: InFlight,
+}
+
+/// How long a load is counted as under way at most (one whose query went away is forgotten).
+const PENDING_TTL: Duration = Duration::from_secs(120);
 
 /// How long a drained instance or worker stays out of the index at most (a worker that still
 /// reports it after this is shown again).
@@ -214,6 +228,8 @@ impl Cluster {
             demand: Default::default(),
             draining: Mutex::new(HashMap::new()),
             draining_workers: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
         });
         if let Some(node) = local {
             cluster.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
@@ -304,8 +320,59 @@ impl Cluster {
         self.rebuild();
     }
 
+    /// A load of `variant_id` on `worker_id` started for queries: selection counts what a
+    /// query that joins it waits for (the rest of the load and the rows already waiting) from
+    /// now on. Returns the counter of the rows waiting for it, which a waiting query enters.
+    /// One load per variant: a second start of one under way joins it.
+    pub fn load_started(&self, worker_id: &str, variant_id: &str) -> InFlight {
+        let (counter, new) = match self.pending.lock() {
+            Ok(mut pending) => {
+                let new = !pending.contains_key(variant_id);
+                let p = pending
+                    .entry(variant_id.to_owned())
+                    .or_insert_with(|| Pending {
+                        worker: worker_id.to_owned(),
+                        started: Instant::now(),
+                        waiting: InFlight::default(),
+                    });
+                (p.waiting.clone(), new)
+            }
+            Err(_) => (InFlight::default(), false),
+        };
+        if new {
+            self.rebuild();
+        }
+        counter
+    }
+
+    /// Counts `rows` in flight on the instance of `variant_id` on `worker_id` until the guard
+    /// drops (`None` when the index does not have it).
+    pub fn enter(&self, worker_id: &str, variant_id: &str, rows: usize) -> Option<InFlightGuard> {
+        let counter = self
+            .in_flight
+            .lock()
+            .ok()?
+            .get(&instance_id(worker_id, variant_id))?
+            .clone();
+        Some(counter.enter(rows))
+    }
+
+    /// A load started with [`Cluster::load_started`] failed: selection no longer counts it.
+    pub fn load_failed(&self, variant_id: &str) {
+        let removed = self
+            .pending
+            .lock()
+            .is_ok_and(|mut p| p.remove(variant_id).is_some());
+        if removed {
+            self.rebuild();
+        }
+    }
+
     /// Records a load that just completed so the next query sees the instance.
     pub fn loaded(&self, worker_id: &str, req: &LoadRequest) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.remove(&req.variant_id);
+        }
         if let Ok(mut workers) = self.workers.write() {
             if let Some(w) = workers.get_mut(worker_id) {
                 if !w
@@ -648,6 +715,35 @@ impl Cluster {
         }
         // Counters of instances that left the index are dropped with the old map.
         *in_flight = live;
+        drop(in_flight);
+        snapshot.set_clock(Clock::Wall(self.epoch));
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.retain(|variant_id, p| {
+                let loaded = workers
+                    .get(&p.worker)
+                    .is_some_and(|w| w.beat.instances.iter().any(|i| &i.variant_id == variant_id));
+                !loaded && p.started.elapsed() < PENDING_TTL
+            });
+            for (variant_id, p) in pending.iter() {
+                let (Some(variant), Some(&worker)) = (
+                    snapshot.variant_index(variant_id),
+                    worker_idx.get(&p.worker),
+                ) else {
+                    continue;
+                };
+                let _ = snapshot.add_pending_load(PendingLoad {
+                    variant,
+                    worker,
+                    started_ms: p
+                        .started
+                        .saturating_duration_since(self.epoch)
+                        .as_secs_f64()
+                        * 1e3,
+                    waiting: 0,
+                    live: p.waiting.clone(),
+                });
+            }
+        }
         if let Ok(mut s) = self.snapshot.write() {
             *s = Arc::new(snapshot);
         }

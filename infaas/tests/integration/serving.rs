@@ -426,6 +426,56 @@ async fn tritonclient_infers_in_json_and_binary() {
     p.stop().await;
 }
 
+/// Queries that arrive while a variant loads for an earlier one join that load, and
+/// selection counts them: the first query starts the load, the ones during it are told what
+/// they wait for (the rest of the load and the rows already waiting), and all are answered by
+/// the one instance loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_join_a_load_under_way() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.autoscale.enabled = false;
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo("digits-forest", APP))
+        .await;
+    p.wait_ready(&t, "digits-forest", READY).await;
+    let queries = (0..24).map(|i| {
+        post(
+            &p,
+            &t,
+            "/v1/models/digits-forest/infer",
+            json!({"inputs": [digit_row("input", i % 10)]}),
+        )
+    });
+    let answers = futures::future::join_all(queries).await;
+    let reasons: Vec<&str> = answers
+        .iter()
+        .map(|(s, a)| {
+            assert_eq!(*s, StatusCode::OK, "{a}");
+            a["reason"].as_str().unwrap()
+        })
+        .collect();
+    let started = reasons.iter().filter(|r| r.starts_with("load ")).count();
+    let joined: Vec<&&str> = reasons
+        .iter()
+        .filter(|r| r.starts_with("join the load of"))
+        .collect();
+    assert_eq!(started, 1, "{reasons:#?}");
+    assert!(!joined.is_empty(), "{reasons:#?}");
+    assert!(
+        joined.iter().all(|r| r.contains("rows waiting for it")),
+        "{joined:#?}"
+    );
+    let variants: std::collections::BTreeSet<&str> = answers
+        .iter()
+        .map(|(_, a)| a["variant"].as_str().unwrap())
+        .collect();
+    assert_eq!(variants.len(), 1, "{variants:?}");
+    p.stop().await;
+}
+
 async fn alive_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
     let w = p.get(t, "/v1/workers").await;
     assert_eq!(w.status, StatusCode::OK, "{}", w.text);

@@ -1,0 +1,64 @@
+//! The platform autoscaler's headroom (`autoscale.slack`) against SLO attainment and cost, on
+//! the Proteus Twitter traces (SIMULATED), on the cluster `infaas sim` runs by default. Skipped
+//! when the traces or the catalogue are not beside the repository (`INFAAS_PROTEUS_TRACES`,
+//! the `twitter` directory, and `INFAAS_PROTEUS_PROFILES` point elsewhere).
+//!
+//! On synthetic square bursts (a few seconds at 10x the base) headroom buys little: what
+//! decides those seconds is rule 2's loads on demand, whatever was kept. The Proteus traces
+//! rise and fall over tens of seconds, where kept capacity is what serves the rise.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+
+use infaas_scheduler::autoscale::ScalingConfig;
+use infaas_sim::catalogue::{read_proteus, Profile};
+use infaas_sim::forecast::read_pattern;
+use infaas_sim::policy::by_name;
+use infaas_sim::report::Summary;
+use infaas_sim::{simulate, variants_for, Cluster};
+
+fn data() -> Option<(PathBuf, Vec<Profile>)> {
+    let (traces, profiles) = common::traces_and_profiles()?;
+    Some((traces, read_proteus(&profiles).unwrap()))
+}
+
+/// `infaas_greedy` on `pattern` with `slack` (and the scale-down threshold that goes with it).
+fn greedy(traces: &std::path::Path, catalogue: &[Profile], pattern: &str, slack: f64) -> Summary {
+    let trace = read_pattern(traces, pattern).unwrap();
+    // `infaas sim`'s defaults: 16 CPU and 16 GPU workers, none started or stopped.
+    let cluster = Cluster {
+        max_cpu_workers: 16,
+        max_gpu_workers: 16,
+        ..Cluster::default()
+    };
+    let variants = variants_for(&trace, catalogue, &cluster).unwrap();
+    let mut policy = by_name("infaas_greedy", ScalingConfig::with_slack(slack)).unwrap();
+    simulate(&trace, variants, &cluster, policy.as_mut(), &mut |_, _| {})
+        .unwrap()
+        .summary
+}
+
+#[test]
+fn more_headroom_buys_attainment_with_cost() {
+    let Some((traces, catalogue)) = data() else {
+        return;
+    };
+    for pattern in ["normal-high_load", "zipf_exponential_bursty"] {
+        let tight = greedy(&traces, &catalogue, pattern, 1.05);
+        let loose = greedy(&traces, &catalogue, pattern, 2.0);
+        println!(
+            "{pattern}: slack 1.05 {:.2} % ${:.3}; slack 2.0 {:.2} % ${:.3}",
+            tight.slo_attainment * 100.0,
+            tight.cost_usd,
+            loose.slo_attainment * 100.0,
+            loose.cost_usd
+        );
+        assert!(
+            loose.slo_attainment > tight.slo_attainment && loose.cost_usd > tight.cost_usd,
+            "{pattern}: {tight:?} vs {loose:?}"
+        );
+    }
+}
