@@ -13,7 +13,8 @@
 //!    workers, over all variants within the whole fleet's (the same for memory). Any per-worker
 //!    solution satisfies these sums.
 //! 3. **Worker level**, when step 2 does not pack either: the per-worker model of the parent
-//!    module (`x_jw` per worker, two resource rows per worker).
+//!    module (`x_jw` per worker, two resource rows per worker; among equal plans, loads on
+//!    permanent workers, see [`RELEASABLE_TIE`]).
 //!
 //! Both drop exactly what cannot change the optimum: load variables of a variant dominated by
 //! another of its family (same hardware, no more threads or memory, no less throughput, no more
@@ -121,6 +122,13 @@ pub(super) fn optimal_changes(
     Ok((loads, c.removals))
 }
 
+/// What a load on a worker the provider started adds to the per-worker model's objective, in
+/// its unit (the cheapest instance's price per second): among plans equal but for placement,
+/// the one with instances on permanent workers wins, as in [`pack`], so that scale-in can empty
+/// the started ones. A thousandth of an instance's price: far above the solver's absolute gap
+/// (1e-6), far below any real difference between plans.
+const RELEASABLE_TIE: f64 = 1e-3;
+
 /// Solves the ILP at `level`, over family `only` (alone, without the others' loads in the
 /// resource rows) or over all families.
 pub(super) fn solve(
@@ -210,7 +218,12 @@ pub(super) fn solve(
                         continue;
                     }
                     let var = vars.add(variable().integer().min(0).max(ub));
-                    objective.add_mul(p.load_weight(j) / unit, var);
+                    // Among equal plans, instances on permanent workers (see RELEASABLE_TIE).
+                    let tie = match w {
+                        Some(w) if input.is_releasable(w) => RELEASABLE_TIE,
+                        _ => 0.0,
+                    };
+                    objective.add_mul(p.load_weight(j) / unit + tie, var);
                     row.add_mul(p.peak[j], var);
                     for g in 0..groups.len() {
                         if member(g, v, w) {

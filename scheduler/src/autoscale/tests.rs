@@ -874,6 +874,34 @@ fn random_case(
     (variants, workers, running, fams)
 }
 
+/// The per-worker model (when fleet-level counts do not pack) puts new instances on permanent
+/// workers while they have room, as the packing does: scale-in can then empty the workers the
+/// provider started.
+#[test]
+fn the_per_worker_model_loads_on_permanent_workers_first() {
+    let variants = [var("a", HardwareKind::Cpu, 1, 100.0)];
+    let on = |permanent_cores: usize| {
+        // The started worker first in the index, where equal columns would otherwise land.
+        let workers = [
+            cpu_worker("started", 8),
+            cpu_worker("kept", permanent_cores),
+        ];
+        let i = input(&variants, &workers, Vec::new(), vec![family(&[0], 250.0)])
+            .with_releasable(vec![true, false]);
+        let p = Prepared::new(&i).unwrap();
+        let c = ilp::solve(&p, Level::Worker, None, Solver::DEFAULT).unwrap();
+        let mut per_worker = [0; 2];
+        for &(j, w, n) in &c.loads {
+            assert_eq!(j, 0);
+            per_worker[w.unwrap()] += n;
+        }
+        per_worker
+    };
+    // 250 rows/s with slack at 100 rows/s an instance: three instances.
+    assert_eq!(on(8), [0, 3]);
+    assert_eq!(on(2), [1, 2]);
+}
+
 #[test]
 fn exact_is_never_worse_than_greedy_and_greedy_stays_close() {
     let mut rng = Rng(7);
