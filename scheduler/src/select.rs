@@ -424,7 +424,8 @@ fn best_load(
         });
     }
     let instances = s.instances();
-    let mut reason = match s.pending_load(vi) {
+    let pending = s.pending_load(vi);
+    let mut reason = match pending {
         Some(p) => format!(
             "join the load of {} under way on worker {}: {} rows waiting for it, {} ms with the rest of the load",
             v.name,
@@ -465,7 +466,7 @@ fn best_load(
     }
     requirements(&mut reason, v, q, prices, rows);
     reason.push_str("; lowest load + latency among eligible variants (a load under way: the rest of it and the rows waiting; near ties: the fewest threads among the fastest, then without an SLO the largest batch)");
-    if s.pending_load(vi).is_none() {
+    if pending.is_none() {
         _ = write!(
             reason,
             "; least-utilised {} worker with room ({:.2} utilised, {} free cores)",
