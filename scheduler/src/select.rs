@@ -427,10 +427,10 @@ fn best_load(
     let pending = s.pending_load(vi);
     let mut reason = match pending {
         Some(p) => format!(
-            "join the load of {} under way on worker {}: {} rows waiting for it, {} ms with the rest of the load",
+            "join the load of {} under way on worker {}: {} waiting for it, {} ms with the rest of the load",
             v.name,
             w.id,
-            p.waiting(),
+            rows_text(p.waiting()),
             Ms(total)
         ),
         None => {
@@ -620,6 +620,15 @@ fn unsatisfiable(
 }
 
 /// Milliseconds with as many decimals as small values need.
+/// `1 row`, `N rows`.
+fn rows_text(n: usize) -> String {
+    if n == 1 {
+        "1 row".into()
+    } else {
+        format!("{n} rows")
+    }
+}
+
 struct Ms(f64);
 
 impl std::fmt::Display for Ms {

@@ -340,6 +340,16 @@ pub struct WorkerRow {
     pub utilisation: String,
     pub heartbeat: String,
     pub instances: Vec<InstanceRow>,
+    pub loading: Vec<LoadingRow>,
+}
+
+/// A variant being loaded on a worker for queries that wait for it.
+#[derive(Debug, Clone, Default)]
+pub struct LoadingRow {
+    pub variant: String,
+    /// How long since the load started, e.g. `1.2 s`.
+    pub since: String,
+    pub waiting_rows: usize,
 }
 
 /// Workers.
@@ -459,6 +469,31 @@ mod tests {
         assert!(!html.contains("<img src=x"), "{html}");
         assert!(!html.contains("<b>evil"), "{html}");
         assert!(html.contains("&#60;img src=x") || html.contains("&lt;img src=x"));
+    }
+
+    #[test]
+    fn workers_show_the_loads_queries_wait_for() {
+        let worker = WorkerRow {
+            name: "w1".into(),
+            ..Default::default()
+        };
+        let mut page = WorkersPage {
+            layout: layout(),
+            workers: vec![worker.clone()],
+        };
+        let html = page.render().unwrap();
+        assert!(!html.contains("Loading for queries"), "{html}");
+        page.workers[0].loading = vec![LoadingRow {
+            variant: "m.int8.cpu.t1.b8".into(),
+            since: "1.5 s".into(),
+            waiting_rows: 12,
+        }];
+        let html = page.render().unwrap();
+        assert!(html.contains("Loading for queries"), "{html}");
+        assert!(
+            html.contains("<tr><td>m.int8.cpu.t1.b8</td><td>1.5 s ago</td><td>12</td></tr>"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -77,6 +77,22 @@ pub struct WorkerView {
     pub last_heartbeat_ms_ago: u64,
     /// The caller's instances on this worker (other tenants' are not shown).
     pub instances: Vec<InstanceView>,
+    /// The caller's variants being loaded on this worker for queries that wait for them, the
+    /// oldest first (other tenants' are not shown). A load leaves this list when its instance
+    /// appears in `instances`, or when it fails.
+    #[serde(default)]
+    pub loading: Vec<LoadingView>,
+}
+
+/// A load under way for queries (selection sends further queries for the variant to it, and
+/// counts the rows already waiting when it predicts their latency).
+#[derive(Serialize, Deserialize, ToSchema)]
+pub struct LoadingView {
+    pub variant: String,
+    /// Milliseconds since the load started.
+    pub started_ms_ago: u64,
+    /// Rows of queries waiting for the load now.
+    pub waiting_rows: usize,
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]
@@ -121,6 +137,13 @@ pub async fn workers(State(state): State<AppState>, p: Principal) -> ApiResult<J
 
 /// Every worker, by name, with the instances of `tenant_id`'s variants only.
 pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
+    let tenants_variant = |variant_id: &str| {
+        state
+            .cluster
+            .served(variant_id)
+            .filter(|s| s.entry.tenant_id == tenant_id)
+    };
+    let loads = state.cluster.pending_loads();
     let mut workers: Vec<WorkerView> = state
         .cluster
         .workers_view()
@@ -129,12 +152,7 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
             instances: beat
                 .instances
                 .iter()
-                .filter(|i| {
-                    state
-                        .cluster
-                        .served(&i.variant_id)
-                        .is_some_and(|s| s.entry.tenant_id == tenant_id)
-                })
+                .filter(|i| tenants_variant(&i.variant_id).is_some())
                 .map(|i| InstanceView {
                     variant: i.variant_name.clone(),
                     state: state
@@ -150,6 +168,17 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
                     latency_p50_ms: i.latency_p50_ms,
                     latency_p99_ms: i.latency_p99_ms,
                     batch_histogram: i.batch_histogram.clone(),
+                })
+                .collect(),
+            loading: loads
+                .iter()
+                .filter(|l| l.worker_id == beat.worker.id)
+                .filter_map(|l| {
+                    Some(LoadingView {
+                        variant: tenants_variant(&l.variant_id)?.entry.variant.name.clone(),
+                        started_ms_ago: l.elapsed.as_millis().try_into().unwrap_or(u64::MAX),
+                        waiting_rows: l.waiting_rows,
+                    })
                 })
                 .collect(),
             id: beat.worker.id.clone(),

@@ -191,6 +191,17 @@ struct Pending {
     waiting: InFlight,
 }
 
+/// A load started for queries whose instance is not ready yet ([`Cluster::pending_loads`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadUnderWay {
+    pub worker_id: String,
+    pub variant_id: String,
+    /// Since the load started.
+    pub elapsed: Duration,
+    /// Rows of queries waiting for it now.
+    pub waiting_rows: usize,
+}
+
 /// How long a load is counted as under way at most (one whose query went away is forgotten).
 const PENDING_TTL: Duration = Duration::from_secs(120);
 
@@ -343,6 +354,26 @@ impl Cluster {
             self.rebuild();
         }
         counter
+    }
+
+    /// The loads under way for queries, for operators: where each runs, how long ago it
+    /// started and how many rows wait for it (loads older than the index keeps are left out).
+    pub fn pending_loads(&self) -> Vec<LoadUnderWay> {
+        let Ok(pending) = self.pending.lock() else {
+            return Vec::new();
+        };
+        let mut loads: Vec<LoadUnderWay> = pending
+            .iter()
+            .filter(|(_, p)| p.started.elapsed() < PENDING_TTL)
+            .map(|(variant_id, p)| LoadUnderWay {
+                worker_id: p.worker.clone(),
+                variant_id: variant_id.clone(),
+                elapsed: p.started.elapsed(),
+                waiting_rows: p.waiting.get(),
+            })
+            .collect();
+        loads.sort_by_key(|l| std::cmp::Reverse(l.elapsed));
+        loads
     }
 
     /// Counts `rows` in flight on the instance of `variant_id` on `worker_id` until the guard

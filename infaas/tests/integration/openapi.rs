@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-const REGENERATE: &str = "cargo run -p infaas-api --bin infaas -- openapi > openapi/openapi.json";
+const REGENERATE: &str = "cargo run -p infaas -- openapi > openapi/openapi.json";
 
 #[test]
 fn openapi_document_is_committed() {

@@ -470,7 +470,7 @@ async fn queries_join_a_load_under_way() {
         // recorded); the worker loads it once either way.
         assert!(started >= 1, "{reasons:#?}");
         assert!(
-            joined.iter().all(|r| r.contains("rows waiting for it")),
+            joined.iter().all(|r| r.contains(" waiting for it, ")),
             "{joined:#?}"
         );
         let variants: std::collections::BTreeSet<&str> = answers
@@ -505,6 +505,87 @@ async fn queries_join_a_load_under_way() {
         state.cluster.unloaded(&worker, &id);
     }
     panic!("in five rounds no query joined a load under way");
+}
+
+/// `GET /v1/workers` lists the caller's loads under way on each worker with the rows that wait
+/// for them, and only the caller's; a load leaves the list when its instance is ready or the
+/// load fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_list_the_loads_queries_wait_for() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let mut cfg = fast_config(&b, &ort);
+    cfg.autoscale.enabled = false;
+    let p = Platform::start(cfg).await;
+    let t = p.tenant("acme", open_quotas()).await;
+    let other = p.tenant("other", open_quotas()).await;
+    p.register_ok(&t, &Registration::zoo("digits-forest", APP))
+        .await;
+    p.wait_ready(&t, "digits-forest", READY).await;
+    let cluster = &p.server.state.cluster;
+    let variant = cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.model == "digits-forest")
+        .unwrap()
+        .entry
+        .variant
+        .clone();
+    let worker = alive_workers(&p, &t).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let loading = |w: &[Value]| -> Vec<Value> {
+        w.iter().find(|x| x["id"] == worker.as_str()).unwrap()["loading"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(loading(&alive_workers(&p, &t).await), Vec::<Value>::new());
+
+    // A query path starts the load; three rows, then two more, wait for it.
+    let waiting = cluster.load_started(&worker, &variant.id);
+    let first = waiting.enter(3);
+    let second = waiting.enter(2);
+    let shown = loading(&alive_workers(&p, &t).await);
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["variant"], variant.name.as_str());
+    assert_eq!(shown[0]["waiting_rows"], 5);
+    assert!(
+        shown[0]["started_ms_ago"].as_u64().unwrap() < 60_000,
+        "{shown:?}"
+    );
+    drop(first);
+    assert_eq!(loading(&alive_workers(&p, &t).await)[0]["waiting_rows"], 2);
+    // Another tenant sees the worker, not the load.
+    assert_eq!(
+        loading(&alive_workers(&p, &other).await),
+        Vec::<Value>::new()
+    );
+
+    // A failed load leaves the list; so does one whose instance is ready.
+    cluster.load_failed(&variant.id);
+    assert_eq!(loading(&alive_workers(&p, &t).await), Vec::<Value>::new());
+    drop(second);
+    let _again = cluster.load_started(&worker, &variant.id).enter(1);
+    assert_eq!(loading(&alive_workers(&p, &t).await).len(), 1);
+    let (status, answer) = post(
+        &p,
+        &t,
+        "/v1/models/digits-forest/infer",
+        json!({"inputs": [digit_row("input", 3)]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    // The query joined that load (and finished it), or went elsewhere and left it listed.
+    let after = loading(&alive_workers(&p, &t).await);
+    println!("the query: {}", answer["reason"]);
+    if answer["variant"] == variant.name.as_str() && answer["worker"] == worker.as_str() {
+        assert_eq!(after, Vec::<Value>::new(), "{answer}");
+    } else {
+        assert_eq!(after.len(), 1, "{answer} {after:?}");
+    }
+    p.stop().await;
 }
 
 async fn alive_workers(p: &Platform, t: &Tenant) -> Vec<Value> {

@@ -9,8 +9,8 @@ use infaas_core::time::now_ms;
 use infaas_core::{Model, Variant};
 use infaas_web::dashboard::{
     percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage,
-    LatencyCell, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm, TryResult,
-    VariantRow, WorkerRow, WorkersPage,
+    LatencyCell, LoadingRow, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm,
+    TryResult, VariantRow, WorkerRow, WorkersPage,
 };
 use infaas_web::format;
 
@@ -363,6 +363,15 @@ pub async fn workers(State(state): State<AppState>, session: Session) -> PageRes
                     requests: i.requests_total,
                     p50: format::millis(i.latency_p50_ms),
                     p99: format::millis(i.latency_p99_ms),
+                })
+                .collect(),
+            loading: w
+                .loading
+                .into_iter()
+                .map(|l| LoadingRow {
+                    variant: l.variant,
+                    since: format!("{:.1} s", l.started_ms_ago as f64 / 1000.0),
+                    waiting_rows: l.waiting_rows,
                 })
                 .collect(),
         })

@@ -901,6 +901,20 @@ export interface components {
              */
             throughput_per_s: number;
         };
+        /**
+         * @description A load under way for queries (selection sends further queries for the variant to it, and
+         *     counts the rows already waiting when it predicts their latency).
+         */
+        LoadingView: {
+            /**
+             * Format: int64
+             * @description Milliseconds since the load started.
+             */
+            started_ms_ago: number;
+            variant: string;
+            /** @description Rows of queries waiting for the load now. */
+            waiting_rows: number;
+        };
         Me: {
             api_key_id: string;
             /** Format: int64 */
@@ -1465,6 +1479,12 @@ export interface components {
             instances: components["schemas"]["InstanceView"][];
             /** Format: int64 */
             last_heartbeat_ms_ago: number;
+            /**
+             * @description The caller's variants being loaded on this worker for queries that wait for them, the
+             *     oldest first (other tenants' are not shown). A load leaves this list when its instance
+             *     appears in `instances`, or when it fails.
+             */
+            loading?: components["schemas"]["LoadingView"][];
             /** Format: int64 */
             memory_budget_bytes: number;
             /** Format: int64 */

@@ -24,6 +24,7 @@ from .job_view import JobView
 from .key_list import KeyList
 from .key_role import KeyRole
 from .latency_view import LatencyView
+from .loading_view import LoadingView
 from .me import Me
 from .model_list import ModelList
 from .model_view import ModelView
@@ -94,6 +95,7 @@ __all__ = (
     "KeyList",
     "KeyRole",
     "LatencyView",
+    "LoadingView",
     "Me",
     "ModelList",
     "ModelView",

@@ -11,6 +11,7 @@ from ..types import UNSET, Unset
 if TYPE_CHECKING:
     from ..models.gpu_view import GpuView
     from ..models.instance_view import InstanceView
+    from ..models.loading_view import LoadingView
 
 
 T = TypeVar("T", bound="WorkerView")
@@ -35,6 +36,10 @@ class WorkerView:
         threads_used (int):
         utilisation (float): Busy fraction of the cores, in [0, 1].
         address (None | str | Unset):
+        loading (list[LoadingView] | Unset): The caller's variants being loaded on this worker for queries that wait for
+            them, the
+            oldest first (other tenants' are not shown). A load leaves this list when its instance
+            appears in `instances`, or when it fails.
     """
 
     alive: bool
@@ -51,6 +56,7 @@ class WorkerView:
     threads_used: int
     utilisation: float
     address: None | str | Unset = UNSET
+    loading: list[LoadingView] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,6 +98,13 @@ class WorkerView:
         else:
             address = self.address
 
+        loading: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.loading, Unset):
+            loading = []
+            for loading_item_data in self.loading:
+                loading_item = loading_item_data.to_dict()
+                loading.append(loading_item)
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -113,6 +126,8 @@ class WorkerView:
         )
         if address is not UNSET:
             field_dict["address"] = address
+        if loading is not UNSET:
+            field_dict["loading"] = loading
 
         return field_dict
 
@@ -120,6 +135,7 @@ class WorkerView:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.gpu_view import GpuView  # noqa: PLC0415
         from ..models.instance_view import InstanceView  # noqa: PLC0415
+        from ..models.loading_view import LoadingView  # noqa: PLC0415
 
         d = dict(src_dict)
         alive = d.pop("alive")
@@ -167,6 +183,15 @@ class WorkerView:
 
         address = _parse_address(d.pop("address", UNSET))
 
+        _loading = d.pop("loading", UNSET)
+        loading: list[LoadingView] | Unset = UNSET
+        if _loading is not UNSET:
+            loading = []
+            for loading_item_data in _loading:
+                loading_item = LoadingView.from_dict(loading_item_data)
+
+                loading.append(loading_item)
+
         worker_view = cls(
             alive=alive,
             cores=cores,
@@ -182,6 +207,7 @@ class WorkerView:
             threads_used=threads_used,
             utilisation=utilisation,
             address=address,
+            loading=loading,
         )
 
         worker_view.additional_properties = d
