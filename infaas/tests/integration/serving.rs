@@ -426,13 +426,11 @@ async fn tritonclient_infers_in_json_and_binary() {
     p.stop().await;
 }
 
-/// Queries that arrive while a variant loads for an earlier one join that load, and
-/// selection counts them: the first query starts the load, the ones during it are told what
-/// they wait for (the rest of the load and the rows already waiting), and all are answered by
-/// the one variant loaded.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queries_join_a_load_under_way() {
-    let Some(ort) = ort_library() else { return };
+/// A server on embedded defaults without autoscaling, and a tenant with `digits-forest`
+/// registered and ready (`None` without ONNX Runtime). The backends' directories live as long
+/// as the returned [`Backends`].
+async fn forest_without_autoscaling() -> Option<(Backends, Platform, Tenant)> {
+    let ort = ort_library()?;
     let b = Backends::embedded();
     let mut cfg = fast_config(&b, &ort);
     cfg.autoscale.enabled = false;
@@ -441,6 +439,18 @@ async fn queries_join_a_load_under_way() {
     p.register_ok(&t, &Registration::zoo("digits-forest", APP))
         .await;
     p.wait_ready(&t, "digits-forest", READY).await;
+    Some((b, p, t))
+}
+
+/// Queries that arrive while a variant loads for an earlier one join that load, and
+/// selection counts them: the first query starts the load, the ones during it are told what
+/// they wait for (the rest of the load and the rows already waiting), and all are answered by
+/// the one variant loaded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_join_a_load_under_way() {
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
     // A load of this small model can finish before the other queries arrive (they then find
     // the instance active): up to five rounds, the variant unloaded before each.
     let state = &p.server.state;
@@ -512,16 +522,10 @@ async fn queries_join_a_load_under_way() {
 /// load fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_list_the_loads_queries_wait_for() {
-    let Some(ort) = ort_library() else { return };
-    let b = Backends::embedded();
-    let mut cfg = fast_config(&b, &ort);
-    cfg.autoscale.enabled = false;
-    let p = Platform::start(cfg).await;
-    let t = p.tenant("acme", open_quotas()).await;
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
     let other = p.tenant("other", open_quotas()).await;
-    p.register_ok(&t, &Registration::zoo("digits-forest", APP))
-        .await;
-    p.wait_ready(&t, "digits-forest", READY).await;
     let cluster = &p.server.state.cluster;
     let variant = cluster
         .catalog()
