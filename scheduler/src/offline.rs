@@ -8,12 +8,14 @@ use crate::snapshot::{variant_cost_per_query, Prices, Snapshot};
 /// The variant for a job: among the target's variants that meet `min_accuracy` and that a
 /// worker holds or can load, the one with the lowest cost per row at its largest batch
 /// (throughput per cost), then the highest saturation throughput, then the most accurate.
+/// `jobs_on` as in [`job_placement`].
 pub fn job_variant(
     s: &Snapshot,
     tenant: &str,
     target: Target<'_>,
     min_accuracy: Option<f64>,
     prices: &Prices,
+    jobs_on: &[&str],
 ) -> Option<usize> {
     let list = match target {
         Target::App(app) => s.app_variants(tenant, app),
@@ -26,7 +28,7 @@ pub fn job_variant(
         if min_accuracy.is_some_and(|min| v.accuracy < min) {
             break; // sorted by accuracy, descending
         }
-        if job_placement(s, vi).is_none() {
+        if job_placement(s, vi, jobs_on).is_none() {
             continue;
         }
         let per_row = variant_cost_per_query(v, prices, v.max_batch);
@@ -51,18 +53,20 @@ pub enum JobPlacement {
 }
 
 /// A loaded, non-overloaded instance of variant `vi` (the least queued), else the
-/// least-utilised live worker that can host it.
-pub fn job_placement(s: &Snapshot, vi: usize) -> Option<JobPlacement> {
+/// least-utilised live worker that can host it. An instance in `jobs_on` (ids of instances
+/// that ran jobs' batches lately, see [`spare_capacity`]) counts even when Overloaded: the
+/// jobs' own back-to-back batches make it so, and a job runs one batch at a time, so another
+/// instance would not finish it sooner.
+pub fn job_placement(s: &Snapshot, vi: usize, jobs_on: &[&str]) -> Option<JobPlacement> {
     let instances = s.instances();
     let loaded = s
         .variant_instances(vi)
         .iter()
         .copied()
-        .filter(|&i| {
-            !matches!(
-                instances[i].state,
-                InstanceState::Inactive | InstanceState::Overloaded
-            )
+        .filter(|&i| match instances[i].state {
+            InstanceState::Inactive => false,
+            InstanceState::Overloaded => jobs_on.contains(&instances[i].id.as_str()),
+            _ => true,
         })
         .min_by_key(|&i| s.queued(i));
     if let Some(i) = loaded {
@@ -110,13 +114,21 @@ impl Default for SpareCapacity {
     }
 }
 
+/// How long an instance that ran a job's batch counts as the jobs' own in [`spare_capacity`]
+/// (its state follows its load a few periods late), in milliseconds.
+pub const JOB_INSTANCE_MEMORY_MS: f64 = 10_000.0;
+
 /// `Ok(())` when jobs may run now; otherwise why not. `paused` says whether jobs are paused
-/// (they then need to fall below the resume thresholds).
+/// (they then need to fall below the resume thresholds). `jobs_on` holds the ids of the
+/// instances that ran jobs' batches within [`JOB_INSTANCE_MEMORY_MS`]: back-to-back batches
+/// make an instance Overloaded by themselves, so for those the online figures decide (the
+/// share of the cores online queries take and their SLO misses), not the state.
 pub fn spare_capacity(
     s: &Snapshot,
     online: &OnlineLoad,
     cfg: &SpareCapacity,
     paused: bool,
+    jobs_on: &[&str],
 ) -> Result<(), String> {
     let factor = if paused { cfg.resume_factor } else { 1.0 };
     let cores: usize = s
@@ -144,10 +156,9 @@ pub fn spare_capacity(
     // the profile may come from anything sharing the machine, and what jobs must protect is
     // the online SLOs, which the miss rate above measures; the autoscaler migrates them.
     let instances = s.instances();
-    if let Some(i) = instances
-        .iter()
-        .find(|i| i.qps > 0.0 && i.state == InstanceState::Overloaded)
-    {
+    if let Some(i) = instances.iter().find(|i| {
+        i.qps > 0.0 && i.state == InstanceState::Overloaded && !jobs_on.contains(&i.id.as_str())
+    }) {
         return Err(format!(
             "instance {} is {}",
             i.id,
@@ -194,15 +205,15 @@ mod tests {
         let app = Target::App("app");
         // A batch of 32 shares its run: the batching variant is cheaper per row.
         assert_eq!(
-            job_variant(&s, "acme", app, Some(0.9), &PRICES),
+            job_variant(&s, "acme", app, Some(0.9), &PRICES, &[]),
             Some(batched)
         );
         assert_eq!(
-            job_variant(&s, "acme", app, Some(0.95), &PRICES),
+            job_variant(&s, "acme", app, Some(0.95), &PRICES, &[]),
             Some(accurate)
         );
-        assert_eq!(job_variant(&s, "acme", app, Some(0.99), &PRICES), None);
-        assert_eq!(job_variant(&s, "other", app, None, &PRICES), None);
+        assert_eq!(job_variant(&s, "acme", app, Some(0.99), &PRICES, &[]), None);
+        assert_eq!(job_variant(&s, "other", app, None, &PRICES, &[]), None);
     }
 
     #[test]
@@ -212,15 +223,24 @@ mod tests {
         let busy = b.add_worker(worker("busy", &[Cpu], 0.9)).unwrap();
         let idle = b.add_worker(worker("idle", &[Cpu], 0.1)).unwrap();
         let mut s = b.build();
-        assert_eq!(job_placement(&s, v), Some(JobPlacement::Load(idle)));
+        assert_eq!(job_placement(&s, v, &[]), Some(JobPlacement::Load(idle)));
         let i = s.add_instance(instance("i", v, busy)).unwrap();
-        assert_eq!(job_placement(&s, v), Some(JobPlacement::Instance(i)));
+        assert_eq!(job_placement(&s, v, &[]), Some(JobPlacement::Instance(i)));
         s.set_instance_state(i, InstanceState::Overloaded).unwrap();
-        assert_eq!(job_placement(&s, v), Some(JobPlacement::Load(idle)));
+        assert_eq!(job_placement(&s, v, &[]), Some(JobPlacement::Load(idle)));
+        // Overloaded by the jobs' own batches: they stay there.
+        assert_eq!(
+            job_placement(&s, v, &["i"]),
+            Some(JobPlacement::Instance(i))
+        );
         for w in [busy, idle] {
             s.set_worker_usage(w, 64, 0, 1.0).unwrap();
         }
-        assert_eq!(job_placement(&s, v), None);
+        assert_eq!(job_placement(&s, v, &[]), None);
+        assert_eq!(
+            job_placement(&s, v, &["i"]),
+            Some(JobPlacement::Instance(i))
+        );
     }
 
     #[test]
@@ -236,25 +256,30 @@ mod tests {
             qps: 100.0,
             slo_miss_rate: miss,
         };
-        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false).is_ok());
-        let why = spare_capacity(&s, &load(0.5, 0.0), &cfg, false).unwrap_err();
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &[]).is_ok());
+        let why = spare_capacity(&s, &load(0.5, 0.0), &cfg, false, &[]).unwrap_err();
         assert!(why.contains("50%"), "{why}");
         // Between the resume and the pause thresholds: running jobs go on, paused ones wait.
-        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, false).is_ok());
-        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, true).is_err());
-        assert!(spare_capacity(&s, &load(0.1, 0.05), &cfg, false)
+        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, false, &[]).is_ok());
+        assert!(spare_capacity(&s, &load(0.35, 0.0), &cfg, true, &[]).is_err());
+        assert!(spare_capacity(&s, &load(0.1, 0.05), &cfg, false, &[])
             .unwrap_err()
             .contains("SLO"));
         let i = s.add_instance(instance("i", v, w)).unwrap();
         s.set_instance_state(i, InstanceState::Interfered).unwrap();
         // Idle: its state is history.
-        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false).is_ok());
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &[]).is_ok());
         s.set_instance_load(i, 0, 50.0).unwrap();
         // Serving while Interfered: the SLO miss rate decides, not the state.
-        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false).is_ok());
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &[]).is_ok());
         s.set_instance_state(i, InstanceState::Overloaded).unwrap();
-        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false)
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &[])
             .unwrap_err()
             .contains("overloaded"));
+        // Overloaded by the jobs' own batches: the online figures decide.
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &["i"]).is_ok());
+        assert!(spare_capacity(&s, &load(0.1, 0.05), &cfg, false, &["i"]).is_err());
+        assert!(spare_capacity(&s, &load(0.5, 0.0), &cfg, false, &["i"]).is_err());
+        assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &["other"]).is_err());
     }
 }

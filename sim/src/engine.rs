@@ -17,6 +17,7 @@ use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
 use infaas_scheduler::offline::{
     job_placement, job_variant, spare_capacity, JobPlacement, OnlineLoad, SpareCapacity,
+    JOB_INSTANCE_MEMORY_MS,
 };
 use infaas_scheduler::Target;
 use infaas_scheduler::{
@@ -493,6 +494,8 @@ struct Engine<'t> {
     job_in_flight: Option<(usize, u64)>,
     job_paused: bool,
     job_paused_since: Option<f64>,
+    /// The instance that ran the latest job batch, and when it was sent there.
+    job_instance: Option<(usize, f64)>,
     job_polling: bool,
     online_window: OnlineTally,
     online: OnlineLoad,
@@ -608,6 +611,7 @@ impl<'t> Engine<'t> {
             job_in_flight: None,
             job_paused: false,
             job_paused_since: None,
+            job_instance: None,
             job_polling: false,
             online_window: OnlineTally::default(),
             online: OnlineLoad::default(),
@@ -1295,11 +1299,18 @@ impl<'t> Engine<'t> {
         else {
             return;
         };
+        // The instance of the latest batch is the job's own (its state is the job's doing).
+        let own = self
+            .job_instance
+            .filter(|&(_, at)| now - at <= JOB_INSTANCE_MEMORY_MS)
+            .map(|(e, _)| format!("i{e}"));
+        let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
         let gate = spare_capacity(
             &self.snapshot,
             &self.online,
             &SpareCapacity::default(),
             self.job_paused,
+            &jobs_on,
         );
         if gate.is_err() {
             if !self.job_paused {
@@ -1320,11 +1331,12 @@ impl<'t> Engine<'t> {
             Target::App(&app),
             None,
             &self.cluster.prices,
+            &jobs_on,
         ) else {
             self.poll_jobs();
             return;
         };
-        let e = match job_placement(&self.snapshot, vi) {
+        let e = match job_placement(&self.snapshot, vi, &jobs_on) {
             Some(JobPlacement::Instance(i)) => self
                 .by_snapshot
                 .get(i)
@@ -1357,6 +1369,7 @@ impl<'t> Engine<'t> {
             });
         }
         self.job_in_flight = Some((j, n));
+        self.job_instance = Some((e, now));
         self.start_batch(e);
         self.report_queue(e);
     }

@@ -1204,9 +1204,19 @@ mod tests {
         let busy = run_with("step:from=20,to=1500,at=4,duration=60,app=m,slo=100");
         let (q, b) = (&quiet.jobs[0], &busy.jobs[0]);
         assert_eq!((q.done_rows, b.done_rows), (20_000, 20_000), "{q:?} {b:?}");
-        // (Even alone the job pauses now and then: its own back-to-back batches make the
-        // instance Overloaded, which the gate reads as online load.)
-        assert!(q.paused_s * 4.0 < b.paused_s, "{q:?} {b:?}");
+        // Alone it does not pause, and its batches stay on its instance: its own back-to-back
+        // batches make that instance Overloaded, which the gate and the placement leave to
+        // the online figures. (Before: 25 s of pauses, done at 59 s instead of 33.5 s, and
+        // five loads where two do.)
+        assert!(q.paused_s < 1.0, "{q:?}");
+        let loads = |r: &PolicyReport| -> u64 {
+            ["load-for-job", "load-on-demand"]
+                .iter()
+                .filter_map(|k| r.actions_by_kind.get(*k))
+                .sum()
+        };
+        assert!(loads(&quiet) <= 2, "{:?}", quiet.actions_by_kind);
+        assert!(b.paused_s > 10.0, "{b:?}");
         assert!(
             b.finished_s.unwrap() > q.finished_s.unwrap() + 5.0,
             "{q:?} {b:?}"

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use infaas_scheduler::offline::{
-    job_placement, job_variant, spare_capacity, JobPlacement, SpareCapacity,
+    job_placement, job_variant, spare_capacity, JobPlacement, SpareCapacity, JOB_INSTANCE_MEMORY_MS,
 };
 use infaas_scheduler::{InFlightGuard, Target};
 use infaas_store::db::jobs::state;
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::input::{self, Format, Items};
 use super::{file_key, target_schemas};
-use crate::cluster::{schema, CallError};
+use crate::cluster::{instance_id, schema, CallError};
 use crate::error::Error;
 use crate::platform::ControlPlane;
 use crate::serving::load_request;
@@ -53,6 +53,8 @@ pub struct JobRunner {
     /// This runner's name in chunk leases.
     id: String,
     paused: AtomicBool,
+    /// The instance (index id) that ran the latest batch of a model job, and when.
+    job_instance: Mutex<Option<(String, Instant)>>,
     cache: Mutex<VecDeque<(String, ParsedObject)>>,
     http: reqwest::Client,
 }
@@ -63,6 +65,7 @@ impl JobRunner {
             state,
             id: format!("controller-{}", uuid::Uuid::new_v4()),
             paused: AtomicBool::new(false),
+            job_instance: Mutex::new(None),
             cache: Mutex::new(VecDeque::new()),
             // Webhooks are not followed through redirects (a redirect could lead anywhere).
             http: reqwest::Client::builder()
@@ -98,12 +101,26 @@ impl JobRunner {
         };
         let snapshot = self.state.cluster.snapshot();
         let online = self.state.cluster.online.load();
+        let own = self.own_instance();
         spare_capacity(
             &snapshot,
             &online,
             &cfg,
             self.paused.load(Ordering::Relaxed),
+            &own.iter().map(String::as_str).collect::<Vec<_>>(),
         )
+    }
+
+    /// The instance that ran a model job's latest batch, while its state may still be that
+    /// batch's doing ([`JOB_INSTANCE_MEMORY_MS`]).
+    fn own_instance(&self) -> Option<String> {
+        let memory = Duration::from_secs_f64(JOB_INSTANCE_MEMORY_MS / 1e3);
+        self.job_instance
+            .lock()
+            .ok()
+            .and_then(|j| j.clone())
+            .filter(|(_, at)| at.elapsed() <= memory)
+            .map(|(id, _)| id)
     }
 
     /// One pass: returns whether a chunk was completed.
@@ -367,6 +384,8 @@ impl JobRunner {
             self.renew_if_due(job, chunk, &mut renewed).await?;
             let snapshot = cluster.snapshot();
             let prices = cluster.prices();
+            let own = self.own_instance();
+            let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
             let Some(vi) = job_variant(
                 &snapshot,
                 tenant,
@@ -377,6 +396,7 @@ impl JobRunner {
                 },
                 job.min_accuracy,
                 prices,
+                &jobs_on,
             ) else {
                 return Err(Stop::Retry(
                     "no worker can run a variant of the job's target now".into(),
@@ -392,7 +412,7 @@ impl JobRunner {
                 .served(&v.id)
                 .ok_or_else(|| Stop::Retry(format!("variant '{}' left the catalog", v.name)))?;
             let (worker_idx, _guard): (usize, Option<InFlightGuard>) =
-                match job_placement(&snapshot, vi) {
+                match job_placement(&snapshot, vi, &jobs_on) {
                     Some(JobPlacement::Instance(i)) => {
                         let n = v.max_batch.min(end - at);
                         (
@@ -407,6 +427,9 @@ impl JobRunner {
             let handle = cluster
                 .handle(&worker.id)
                 .ok_or_else(|| Stop::Retry(format!("worker {} left", worker.id)))?;
+            if let Ok(mut j) = self.job_instance.lock() {
+                *j = Some((instance_id(&worker.id, &v.id), Instant::now()));
+            }
             let n = v.max_batch.max(1).min(end - at);
             let inputs = schema::adapt(items.slice(at, n), &served.inputs);
             let lr = load_request(&served);

@@ -314,6 +314,49 @@ async fn job_beside_online_queries() {
     Arc::try_unwrap(p).ok().unwrap().stop().await;
 }
 
+/// A job alone, for several of the autoscaler's periods (about 10 s here), runs through
+/// without pausing and on one instance. Back-to-back batches can make a job's instance
+/// Overloaded, which is the job's own doing, not online load; this small model does not reach
+/// its profiled peak under a job (each batch's input handling sits between runs), so that case
+/// is created in the simulator (`an_offline_job_runs_on_spare_capacity_and_pauses_for_online_load`
+/// in `sim/src/policy.rs`) and in `scheduler/src/offline.rs`'s tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_alone_does_not_pause_for_its_own_load() {
+    let Some(ort) = ort_library() else { return };
+    let b = Backends::embedded();
+    let (p, t) = ready_platform(fast_config(&b, &ort)).await;
+    let (bytes, items) = repeated_npz(400);
+    let a = submit_files(&p, &t, &[("digits.npz", bytes)], &[("model", MODEL)]).await;
+    assert_eq!(a.status, StatusCode::ACCEPTED, "{}", a.text);
+    let id = a.body["id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    let seen = Mutex::new(Vec::new());
+    let done = wait_job(&p, &t, &id, Duration::from_secs(240), |j| {
+        assert_ne!(j["state"], "failed", "{j}");
+        if j["state"] == "paused" || !j["paused_reason"].is_null() {
+            seen.lock().unwrap().push(j.to_string());
+        }
+        j["state"] == "succeeded"
+    })
+    .await;
+    let secs = started.elapsed().as_secs_f64();
+    println!("{items} items in {secs:.1} s, alone");
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.is_empty(), "the job paused alone: {seen:#?}");
+    assert_eq!(done["items_done"], items);
+    // Its batches stayed on one instance: no other was loaded for it (scale-in may have
+    // removed that one since).
+    let workers = p.get(&t, "/v1/workers").await.body;
+    let instances: usize = workers["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["instances"].as_array().unwrap().len())
+        .sum();
+    assert!(instances <= 1, "{workers}");
+    p.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn online_load_pauses_jobs() {
     let Some(ort) = ort_library() else { return };
