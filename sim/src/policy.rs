@@ -1177,6 +1177,38 @@ mod tests {
         assert!(window(&quiet, 15, 60) > 0.99);
     }
 
+    /// SIMULATED interference under moderate load: the instance that a noisy neighbour slows
+    /// is avoided while Interfered, so it idles (and returns to Active, to be probed) or
+    /// overloads under the load it carried before, then is Interfered again. Those periods
+    /// hold its count of Interfered periods (`interfered_periods_after`) instead of resetting
+    /// it, so it still moves. Before, it never reached three in a row at 40 and 60 queries/s
+    /// (SLO attainment 87.8 % and 88.0 %; now 93.3 % and 95.3 %).
+    #[test]
+    fn an_instance_slowed_under_moderate_load_is_migrated() {
+        use crate::engine::Noise;
+        for rate in [40, 60] {
+            let t = trace(&format!("poisson:rate={rate},duration=60,app=m,slo=10"));
+            let c = Cluster {
+                noise: vec![Noise {
+                    worker: 1,
+                    from_ms: 15_000.0,
+                    until_ms: f64::INFINITY,
+                    factor: 3.0,
+                }],
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue(), &c).unwrap();
+            let mut p = by_name("infaas_greedy", ScalingConfig::default()).unwrap();
+            let r = simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap();
+            assert!(
+                r.summary.slo_attainment > 0.92,
+                "{rate} queries/s: {:?} {:?}",
+                r.summary,
+                r.actions_by_kind
+            );
+        }
+    }
+
     /// The controller's job runner works an offline job through on spare capacity: with
     /// little online traffic it finishes without hurting the online SLO; when online traffic
     /// takes the cores it pauses far longer, and finishes later.

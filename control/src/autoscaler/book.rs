@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use infaas_core::HardwareKind;
 use infaas_provision::ProvisionedWorker;
-use infaas_scheduler::autoscale::PlannedLoad;
+use infaas_scheduler::autoscale::{interfered_periods_after, PlannedLoad};
 use infaas_scheduler::{InstanceState, Snapshot};
 
 /// A family: `(tenant id, model name)`.
@@ -83,11 +83,11 @@ impl Book {
                 Some(&(state, since)) if state == i.state => (state, since),
                 _ => (i.state, now),
             };
-            let periods = if i.state == InstanceState::Interfered {
-                self.interfered.get(&i.id).copied().unwrap_or(0) + 1
-            } else {
-                0
-            };
+            let periods = interfered_periods_after(
+                self.interfered.get(&i.id).copied().unwrap_or(0),
+                i.state,
+                i.qps > 0.0,
+            );
             self.interfered.insert(i.id.clone(), periods);
             seen.insert(i.id.clone(), entry);
         }

@@ -1,6 +1,7 @@
 //! Moving instances away from interference: an instance Interfered for at least
-//! [`MigrationConfig::periods`] consecutive periods is loaded on another worker, then unloaded
-//! from its own ([`ActionKind::Migrate`]).
+//! [`MigrationConfig::periods`] periods (consecutive, save Overloaded ones, see
+//! [`InterferenceCounter`]) is loaded on another worker, then unloaded from its own
+//! ([`ActionKind::Migrate`]).
 //!
 //! The destination is the least-utilised other live worker with the variant's hardware, room
 //! for its threads and memory, and no Interfered instance of its own. An instance with no such
@@ -17,7 +18,7 @@ use crate::snapshot::{Prices, Snapshot};
 /// Threshold of migration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MigrationConfig {
-    /// Consecutive Interfered periods before an instance moves (3).
+    /// Interfered periods before an instance moves (3; see [`InterferenceCounter`]).
     pub periods: usize,
 }
 
@@ -27,36 +28,51 @@ impl Default for MigrationConfig {
     }
 }
 
-/// Consecutive Interfered periods per instance, fed once per period with every instance's state.
+/// An instance's count of Interfered periods after one more period in `state`, in which it
+/// served queries (`served`) or not. Only a period with evidence of health (Active while
+/// serving) or an unloaded instance resets it. A period without evidence either way holds it:
+/// an idle window (no latency measured, so the state machine returns an Interfered instance
+/// to Active, to be probed again) and an Overloaded one (overload is judged first). Selection
+/// avoids an Interfered instance, so one that a neighbour slows goes Interfered, idle, and
+/// Interfered again (or Overloaded under the load it carried before); resetting on those
+/// periods never let it move (seen in the simulator at 60 queries/s).
+pub fn interfered_periods_after(prev: usize, state: InstanceState, served: bool) -> usize {
+    match state {
+        InstanceState::Interfered => prev + 1,
+        InstanceState::Overloaded => prev,
+        InstanceState::Active if !served => prev,
+        InstanceState::Active | InstanceState::Inactive => 0,
+    }
+}
+
+/// Interfered periods per instance ([`interfered_periods_after`]), fed once per period with
+/// every instance's state, by index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterferenceCounter {
     periods: Vec<usize>,
 }
 
 impl InterferenceCounter {
-    /// Records one period: `states[i]` is instance `i`'s state.
-    pub fn observe(&mut self, states: impl IntoIterator<Item = InstanceState>) {
+    /// Records one period: instance `i` was in state `states[i].0` and served queries in it
+    /// when `states[i].1`.
+    pub fn observe(&mut self, states: impl IntoIterator<Item = (InstanceState, bool)>) {
         let mut n = 0;
-        for (i, state) in states.into_iter().enumerate() {
+        for (i, (state, served)) in states.into_iter().enumerate() {
             if i == self.periods.len() {
                 self.periods.push(0);
             }
-            self.periods[i] = if state == InstanceState::Interfered {
-                self.periods[i] + 1
-            } else {
-                0
-            };
+            self.periods[i] = interfered_periods_after(self.periods[i], state, served);
             n = i + 1;
         }
         self.periods.truncate(n);
     }
 
-    /// Records one period from the snapshot's instance states.
+    /// Records one period from the snapshot's instance states and rates.
     pub fn observe_snapshot(&mut self, s: &Snapshot) {
-        self.observe(s.instances().iter().map(|i| i.state));
+        self.observe(s.instances().iter().map(|i| (i.state, i.qps > 0.0)));
     }
 
-    /// Consecutive Interfered periods of every instance, by index.
+    /// Interfered periods of every instance since its last healthy one, by index.
     pub fn periods(&self) -> &[usize] {
         &self.periods
     }
@@ -159,17 +175,46 @@ mod tests {
         s
     }
 
+    /// Every instance served in the period.
+    fn serving<const N: usize>(
+        states: [InstanceState; N],
+    ) -> impl Iterator<Item = (InstanceState, bool)> {
+        states.into_iter().map(|s| (s, true))
+    }
+
     #[test]
     fn counter_counts_consecutive_interfered_periods() {
         let mut c = InterferenceCounter::default();
         use InstanceState::*;
-        c.observe([Interfered, Active]);
-        c.observe([Interfered, Interfered]);
+        c.observe(serving([Interfered, Active]));
+        c.observe(serving([Interfered, Interfered]));
         assert_eq!(c.periods(), [2, 1]);
-        c.observe([Active, Interfered, Interfered]);
+        c.observe(serving([Active, Interfered, Interfered]));
         assert_eq!(c.periods(), [0, 2, 1]);
-        c.observe([Interfered]);
+        c.observe(serving([Interfered]));
         assert_eq!(c.periods(), [1]);
+    }
+
+    #[test]
+    fn periods_without_evidence_hold_the_count() {
+        let mut c = InterferenceCounter::default();
+        use InstanceState::*;
+        // Slowed by a neighbour: avoided while Interfered, the instance idles (and returns to
+        // Active), or overloads under the load it carried before.
+        for (state, served, count) in [
+            (Interfered, true, 1),
+            (Active, false, 1),
+            (Interfered, true, 2),
+            (Overloaded, true, 2),
+            (Interfered, true, 3),
+        ] {
+            c.observe([(state, served), (Overloaded, true)]);
+            assert_eq!(c.periods(), [count, 0], "after {state:?}");
+        }
+        c.observe([(Active, true), (Interfered, true)]);
+        assert_eq!(c.periods(), [0, 1]);
+        c.observe([(Inactive, false), (Interfered, true)]);
+        assert_eq!(c.periods(), [0, 2]);
     }
 
     #[test]

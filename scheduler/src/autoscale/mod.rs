@@ -81,7 +81,7 @@ use crate::snapshot::{Prices, VariantEntry};
 
 pub use ilp::{exact, exact_with, gap, Gap};
 pub use load::{Arrivals, PlannedLoad};
-pub use migration::{migrations, InterferenceCounter, MigrationConfig};
+pub use migration::{interfered_periods_after, migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use period::{
     model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,
