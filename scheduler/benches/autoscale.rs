@@ -111,6 +111,7 @@ fn case(rng: &mut Rng) -> Case {
             memory_used: 0,
             alive: true,
             utilisation: rng.unit(),
+            interference_seen: false,
         })
         .collect();
     let mut used = [0usize; WORKERS];

@@ -153,6 +153,7 @@ fn snapshot(n: &Names, rng: &mut Rng) -> Snapshot {
             memory_used: (rng.unit() * 64e9) as u64,
             alive: true,
             utilisation: rng.unit(),
+            interference_seen: false,
         })
         .expect("unique worker");
     }

@@ -28,5 +28,5 @@ pub use instance_state::{next_state, peak_qps, InstanceFigures, InstanceState, T
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{
     variant_cost_per_query, Clock, InFlight, InFlightGuard, InstanceEntry, PendingLoad, Prices,
-    Snapshot, SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry,
+    Snapshot, SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry, INTERFERENCE_MEMORY_MS,
 };

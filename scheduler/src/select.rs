@@ -898,6 +898,22 @@ mod tests {
     }
 
     #[test]
+    fn loads_avoid_a_worker_where_interference_was_seen_while_another_has_room() {
+        let mut f = fixture();
+        let (busy, noisy) = (f.worker("busy", 0.6), f.worker("noisy", 0.1));
+        let mut s = f.b.build();
+        let load_on = |s: &Snapshot| match select(s, &app(Some(500.0), None), &PRICES) {
+            Decision::Load { worker, .. } => worker,
+            d => panic!("{d:?}"),
+        };
+        assert_eq!(load_on(&s), noisy, "the least utilised");
+        s.set_worker_interference(noisy, true).unwrap();
+        assert_eq!(load_on(&s), busy, "a quiet worker first");
+        s.set_worker_usage(busy, 8, 0, 1.0).unwrap();
+        assert_eq!(load_on(&s), noisy, "still used when no quiet one has room");
+    }
+
+    #[test]
     fn overloaded_instance_is_skipped_for_another_active_one_or_a_load() {
         let mut f = fixture();
         let (mid, small) = (f.mid, f.small);

@@ -109,16 +109,31 @@ pub struct WorkerEntry {
     pub alive: bool,
     /// Busy fraction of the worker, in [0, 1].
     pub utilisation: f64,
+    /// An instance on this worker was Interfered within the last
+    /// [`INTERFERENCE_MEMORY_MS`]: a co-located workload slowed it, and may still.
+    pub interference_seen: bool,
 }
+
+/// How long a worker counts as noisy after an instance on it was last Interfered
+/// ([`WorkerEntry::interference_seen`]), in milliseconds: long enough that an instance moved
+/// away is not placed back while the neighbour may still run (the state machine would find it
+/// Interfered again only after its queries suffered).
+pub const INTERFERENCE_MEMORY_MS: f64 = 60_000.0;
 
 impl WorkerEntry {
     /// How loaded the worker is for placing a new instance: its busy fraction, or the
     /// fraction of its cores instances hold when that is higher (reserved cores that are idle
     /// now are still taken: by their instances' next batches, or by the threads vertical
-    /// scaling gives them).
+    /// scaling gives them). A worker where interference was seen lately counts one more
+    /// (above any quiet worker, so it is chosen only when no quiet one has room).
     pub fn load(&self) -> f64 {
         let reserved = self.cores_used as f64 / self.cores.max(1) as f64;
-        self.utilisation.max(reserved)
+        let load = self.utilisation.max(reserved);
+        if self.interference_seen {
+            1.0 + load
+        } else {
+            load
+        }
     }
 
     pub fn free_cores(&self) -> usize {
@@ -728,6 +743,20 @@ impl Snapshot {
         Ok(())
     }
 
+    /// Marks whether interference was seen on a worker lately (O(1); see
+    /// [`WorkerEntry::interference_seen`]).
+    pub fn set_worker_interference(
+        &mut self,
+        worker: usize,
+        seen: bool,
+    ) -> Result<(), SnapshotError> {
+        self.workers
+            .get_mut(worker)
+            .ok_or(SnapshotError::UnknownWorker(worker))?
+            .interference_seen = seen;
+        Ok(())
+    }
+
     /// Removes an instance (unloaded): it leaves every index and becomes Inactive (O(k) in the
     /// instances of its variant and worker). Removing it twice is a no-op.
     pub fn remove_instance(&mut self, instance: usize) -> Result<(), SnapshotError> {
@@ -809,6 +838,7 @@ pub(crate) mod tests {
             memory_used: 0,
             alive: true,
             utilisation,
+            interference_seen: false,
         }
     }
 

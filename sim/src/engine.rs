@@ -22,7 +22,7 @@ use infaas_scheduler::offline::{
 use infaas_scheduler::Target;
 use infaas_scheduler::{
     Clock, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot,
-    SnapshotError, Thresholds, VariantEntry, WorkerEntry,
+    SnapshotError, Thresholds, VariantEntry, WorkerEntry, INTERFERENCE_MEMORY_MS,
 };
 
 use crate::catalogue::{Accelerator, Profile};
@@ -496,6 +496,8 @@ struct Engine<'t> {
     job_paused_since: Option<f64>,
     /// The instance that ran the latest job batch, and when it was sent there.
     job_instance: Option<(usize, f64)>,
+    /// Per worker: when an instance on it was last Interfered.
+    interference_at_ms: HashMap<usize, f64>,
     job_polling: bool,
     online_window: OnlineTally,
     online: OnlineLoad,
@@ -612,6 +614,7 @@ impl<'t> Engine<'t> {
             job_paused: false,
             job_paused_since: None,
             job_instance: None,
+            interference_at_ms: HashMap::new(),
             job_polling: false,
             online_window: OnlineTally::default(),
             online: OnlineLoad::default(),
@@ -1211,8 +1214,20 @@ impl<'t> Engine<'t> {
                 if after != before {
                     self.insts[e].state_since_ms = self.now;
                 }
+                if after == InstanceState::Interfered {
+                    self.interference_at_ms
+                        .insert(self.insts[e].worker, self.now);
+                }
             }
             self.insts[e].served_window = 0;
+        }
+        // Workers where an instance was Interfered lately (placement avoids them).
+        for w in 0..self.snapshot.workers().len() {
+            let seen = self
+                .interference_at_ms
+                .get(&w)
+                .is_some_and(|&at| self.now - at <= INTERFERENCE_MEMORY_MS);
+            let _ = self.snapshot.set_worker_interference(w, seen);
         }
         // Each worker's busy fraction of its cores over the window, from the batches its
         // instances ran (what the controller reads from its workers).
@@ -1597,6 +1612,7 @@ fn worker(id: String, hardware: Vec<HardwareKind>, cores: usize, c: &Cluster) ->
         memory_used: 0,
         alive: true,
         utilisation: 0.0,
+        interference_seen: false,
     }
 }
 

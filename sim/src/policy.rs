@@ -1181,8 +1181,11 @@ mod tests {
     /// is avoided while Interfered, so it idles (and returns to Active, to be probed) or
     /// overloads under the load it carried before, then is Interfered again. Those periods
     /// hold its count of Interfered periods (`interfered_periods_after`) instead of resetting
-    /// it, so it still moves. Before, it never reached three in a row at 40 and 60 queries/s
-    /// (SLO attainment 87.8 % and 88.0 %; now 93.3 % and 95.3 %).
+    /// it, so it still moves; and the worker it left is avoided by placement for a minute
+    /// (`WorkerEntry::interference_seen`), so it moves once. Before both, it never reached
+    /// three Interfered periods in a row at 40 and 60 queries/s (SLO attainment 87.8 % and
+    /// 88.0 %); with the first alone, 93.3 % and 95.3 % with 3 and 2 moves, as new instances
+    /// were placed on the noisy worker again; with both, 95.9 % and 96.6 %, one move each.
     #[test]
     fn an_instance_slowed_under_moderate_load_is_migrated() {
         use crate::engine::Noise;
@@ -1201,9 +1204,15 @@ mod tests {
             let mut p = by_name("infaas_greedy", ScalingConfig::default()).unwrap();
             let r = simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap();
             assert!(
-                r.summary.slo_attainment > 0.92,
+                r.summary.slo_attainment > 0.95,
                 "{rate} queries/s: {:?} {:?}",
                 r.summary,
+                r.actions_by_kind
+            );
+            assert_eq!(
+                r.actions_by_kind.get("migrate"),
+                Some(&1),
+                "{rate} queries/s: {:?}",
                 r.actions_by_kind
             );
         }

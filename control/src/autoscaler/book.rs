@@ -241,6 +241,7 @@ mod tests {
                 memory_used: 0,
                 alive: true,
                 utilisation: 0.0,
+                interference_seen: false,
             })
             .unwrap();
         }

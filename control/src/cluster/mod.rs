@@ -15,6 +15,7 @@ use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
     next_state, offline::OnlineLoad, peak_qps, Clock, InFlight, InFlightGuard, InstanceEntry,
     InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot, Thresholds, WorkerEntry,
+    INTERFERENCE_MEMORY_MS,
 };
 use infaas_store::Db;
 use infaas_worker::{
@@ -182,6 +183,9 @@ pub struct Cluster {
     pending: Mutex<HashMap<String, Pending>>,
     /// The time base of the index's pending loads.
     epoch: Instant,
+    /// Per worker id: when an instance on it was last found Interfered (placement avoids it
+    /// for [`INTERFERENCE_MEMORY_MS`]).
+    interference_at: Mutex<HashMap<String, Instant>>,
 }
 
 /// A load under way that queries wait for (see [`PendingLoad`]).
@@ -241,6 +245,7 @@ impl Cluster {
             draining_workers: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
+            interference_at: Mutex::new(HashMap::new()),
         });
         if let Some(node) = local {
             cluster.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
@@ -659,11 +664,20 @@ impl Cluster {
                 if next != prev {
                     tracing::info!(instance = %id, variant = %i.variant_name, from = prev.as_str(), to = next.as_str(), "instance state changed");
                 }
+                if next == InstanceState::Interfered {
+                    if let Ok(mut at) = self.interference_at.lock() {
+                        at.insert(w.beat.worker.id.clone(), Instant::now());
+                    }
+                }
                 states.insert(id.clone(), next);
                 seen.insert(id);
             }
         }
         states.retain(|id, _| seen.contains(id));
+        let memory = Duration::from_secs_f64(INTERFERENCE_MEMORY_MS / 1e3);
+        if let Ok(mut at) = self.interference_at.lock() {
+            at.retain(|_, t| t.elapsed() <= memory);
+        }
     }
 
     /// Rebuilds the selection index from the catalog, live workers and their instances.
@@ -673,6 +687,17 @@ impl Cluster {
             return;
         };
         let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
+        let memory = Duration::from_secs_f64(INTERFERENCE_MEMORY_MS / 1e3);
+        let noisy: std::collections::HashSet<String> = self
+            .interference_at
+            .lock()
+            .map(|at| {
+                at.iter()
+                    .filter(|(_, t)| t.elapsed() <= memory)
+                    .map(|(w, _)| w.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         let draining = self.draining.lock().map(|d| d.clone()).unwrap_or_default();
         let draining_workers = self
             .draining_workers
@@ -707,6 +732,7 @@ impl Cluster {
                 memory_used: w.beat.memory_used_bytes.saturating_sub(evictable.1),
                 alive: w.alive && !draining_workers.contains_key(&w.beat.worker.id),
                 utilisation: w.beat.utilisation,
+                interference_seen: noisy.contains(&w.beat.worker.id),
             };
             if let Ok(idx) = b.add_worker(entry) {
                 worker_idx.insert(w.beat.worker.id.clone(), idx);

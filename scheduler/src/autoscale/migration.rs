@@ -87,7 +87,8 @@ pub fn migrations(
     cfg: &MigrationConfig,
 ) -> Vec<Action> {
     let workers = s.workers();
-    let mut noisy = vec![false; workers.len()];
+    // Workers with an Interfered instance now, or lately (where one has moved away from).
+    let mut noisy: Vec<bool> = workers.iter().map(|w| w.interference_seen).collect();
     for i in s.instances() {
         if i.state == InstanceState::Interfered {
             noisy[i.worker] = true;
@@ -252,6 +253,21 @@ mod tests {
             "{}",
             a[0].reason
         );
+    }
+
+    #[test]
+    fn no_migration_to_a_worker_where_interference_was_seen_lately() {
+        let mut s = snapshot();
+        s.set_worker_interference(4, true).unwrap();
+        let a = migrations(&s, &[3, 3], &PRICES, &MigrationConfig::default());
+        // w4 was noisy a while ago: w1, busier but quiet, takes both.
+        assert_eq!(a.len(), 2, "{a:?}");
+        for m in &a {
+            assert!(
+                matches!(m.kind, ActionKind::Migrate { to_worker: 1, .. }),
+                "{m:?}"
+            );
+        }
     }
 
     #[test]

@@ -329,6 +329,7 @@ mod tests {
             memory_used: 0,
             alive: true,
             utilisation,
+            interference_seen: false,
         }
     }
 

@@ -52,6 +52,7 @@ pub(super) fn cpu_worker(id: &str, cores: usize) -> WorkerEntry {
         memory_used: 0,
         alive: true,
         utilisation: 0.1,
+        interference_seen: false,
     }
 }
 
