@@ -1115,24 +1115,28 @@ mod tests {
         );
     }
 
-    /// SIMULATED interference: a noisy neighbour slows every batch on the worker that holds
-    /// the platform's instance; the state machine finds it Interfered and the controller's
-    /// model period migrates it after `MigrationConfig::periods` windows, so the SLO is met
-    /// again, where a policy without migration keeps missing it.
-    #[test]
-    fn an_interfered_instance_is_migrated_off_a_noisy_worker() {
-        use crate::engine::Noise;
-        let t = trace("poisson:rate=20,duration=60,app=m,slo=10");
-        let c = Cluster {
-            // Worker 1 holds the one instance at second 15 (the run is deterministic).
-            noise: vec![Noise {
+    /// The test cluster with worker 1 three times slower from second 15 on (SIMULATED noise).
+    fn noisy_worker_1() -> Cluster {
+        Cluster {
+            noise: vec![crate::engine::Noise {
                 worker: 1,
                 from_ms: 15_000.0,
                 until_ms: f64::INFINITY,
                 factor: 3.0,
             }],
             ..cluster()
-        };
+        }
+    }
+
+    /// SIMULATED interference: a noisy neighbour slows every batch on the worker that holds
+    /// the platform's instance; the state machine finds it Interfered and the controller's
+    /// model period migrates it after `MigrationConfig::periods` windows, so the SLO is met
+    /// again, where a policy without migration keeps missing it.
+    #[test]
+    fn an_interfered_instance_is_migrated_off_a_noisy_worker() {
+        let t = trace("poisson:rate=20,duration=60,app=m,slo=10");
+        // Worker 1 holds the one instance at second 15 (the run is deterministic).
+        let c = noisy_worker_1();
         let run_on = |policy: &str, c: &Cluster| {
             let variants = variants_for(&t, &catalogue(), c).unwrap();
             let mut p = by_name(policy, ScalingConfig::default()).unwrap();
@@ -1164,8 +1168,7 @@ mod tests {
             "{:?}",
             quiet.actions_by_kind
         );
-        // (Later, a new instance may be placed on the noisy worker again: placement does not
-        // remember interference, which the state machine then finds anew.)
+        // Placement then avoids the noisy worker for a minute (`interference_seen`).
         assert!(
             window(&noisy, 20, 50) > 0.99,
             "{:?}",
@@ -1188,18 +1191,9 @@ mod tests {
     /// were placed on the noisy worker again; with both, 95.9 % and 96.6 %, one move each.
     #[test]
     fn an_instance_slowed_under_moderate_load_is_migrated() {
-        use crate::engine::Noise;
         for rate in [40, 60] {
             let t = trace(&format!("poisson:rate={rate},duration=60,app=m,slo=10"));
-            let c = Cluster {
-                noise: vec![Noise {
-                    worker: 1,
-                    from_ms: 15_000.0,
-                    until_ms: f64::INFINITY,
-                    factor: 3.0,
-                }],
-                ..cluster()
-            };
+            let c = noisy_worker_1();
             let variants = variants_for(&t, &catalogue(), &c).unwrap();
             let mut p = by_name("infaas_greedy", ScalingConfig::default()).unwrap();
             let r = simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap();
