@@ -206,6 +206,9 @@ pub struct LoadUnderWay {
     pub waiting_rows: usize,
 }
 
+/// [`INTERFERENCE_MEMORY_MS`] on the wall clock.
+const INTERFERENCE_MEMORY: Duration = Duration::from_millis(INTERFERENCE_MEMORY_MS as u64);
+
 /// How long a load is counted as under way at most (one whose query went away is forgotten).
 const PENDING_TTL: Duration = Duration::from_secs(120);
 
@@ -674,9 +677,8 @@ impl Cluster {
             }
         }
         states.retain(|id, _| seen.contains(id));
-        let memory = Duration::from_secs_f64(INTERFERENCE_MEMORY_MS / 1e3);
         if let Ok(mut at) = self.interference_at.lock() {
-            at.retain(|_, t| t.elapsed() <= memory);
+            at.retain(|_, t| t.elapsed() <= INTERFERENCE_MEMORY);
         }
     }
 
@@ -687,13 +689,12 @@ impl Cluster {
             return;
         };
         let states = self.states.lock().map(|s| s.clone()).unwrap_or_default();
-        let memory = Duration::from_secs_f64(INTERFERENCE_MEMORY_MS / 1e3);
         let noisy: std::collections::HashSet<String> = self
             .interference_at
             .lock()
             .map(|at| {
                 at.iter()
-                    .filter(|(_, t)| t.elapsed() <= memory)
+                    .filter(|(_, t)| t.elapsed() <= INTERFERENCE_MEMORY)
                     .map(|(w, _)| w.clone())
                     .collect()
             })

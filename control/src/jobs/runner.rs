@@ -29,6 +29,8 @@ use crate::serving::load_request;
 
 /// Parsed input objects kept between chunks (a chunk is a slice of one object).
 const CACHED_OBJECTS: usize = 2;
+/// [`JOB_INSTANCE_MEMORY_MS`] on the wall clock.
+const JOB_INSTANCE_MEMORY: Duration = Duration::from_millis(JOB_INSTANCE_MEMORY_MS as u64);
 /// Pause between passes when there is nothing to do.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -114,12 +116,11 @@ impl JobRunner {
     /// The instance that ran a model job's latest batch, while its state may still be that
     /// batch's doing ([`JOB_INSTANCE_MEMORY_MS`]).
     fn own_instance(&self) -> Option<String> {
-        let memory = Duration::from_secs_f64(JOB_INSTANCE_MEMORY_MS / 1e3);
         self.job_instance
             .lock()
             .ok()
             .and_then(|j| j.clone())
-            .filter(|(_, at)| at.elapsed() <= memory)
+            .filter(|(_, at)| at.elapsed() <= JOB_INSTANCE_MEMORY)
             .map(|(id, _)| id)
     }
 

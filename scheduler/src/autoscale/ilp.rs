@@ -14,7 +14,7 @@
 //!    solution satisfies these sums.
 //! 3. **Worker level**, when step 2 does not pack either: the per-worker model of the parent
 //!    module (`x_jw` per worker, two resource rows per worker; among equal plans, loads on
-//!    permanent workers, see [`RELEASABLE_TIE`]).
+//!    permanent workers, see `RELEASABLE_TIE`).
 //!
 //! Both drop exactly what cannot change the optimum: load variables of a variant dominated by
 //! another of its family (same hardware, no more threads or memory, no less throughput, no more

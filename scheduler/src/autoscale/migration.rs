@@ -1,10 +1,10 @@
 //! Moving instances away from interference: an instance Interfered for at least
-//! [`MigrationConfig::periods`] periods (consecutive, save Overloaded ones, see
-//! [`InterferenceCounter`]) is loaded on another worker, then unloaded from its own
-//! ([`ActionKind::Migrate`]).
+//! [`MigrationConfig::periods`] periods (counted by [`interfered_periods_after`]) is loaded on
+//! another worker, then unloaded from its own ([`ActionKind::Migrate`]).
 //!
 //! The destination is the least-utilised other live worker with the variant's hardware, room
-//! for its threads and memory, and no Interfered instance of its own. An instance with no such
+//! for its threads and memory, no Interfered instance of its own and none lately
+//! ([`WorkerEntry::interference_seen`](crate::snapshot::WorkerEntry::interference_seen)). An instance with no such
 //! worker stays where it is; when that holds on every worker of a kind, the VM-Autoscaler adds
 //! one ([`crate::autoscale::workers`]).
 
@@ -18,7 +18,7 @@ use crate::snapshot::{Prices, Snapshot};
 /// Threshold of migration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MigrationConfig {
-    /// Interfered periods before an instance moves (3; see [`InterferenceCounter`]).
+    /// Interfered periods before an instance moves (3; see [`interfered_periods_after`]).
     pub periods: usize,
 }
 
