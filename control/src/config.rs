@@ -73,6 +73,10 @@ pub struct Config {
     /// microseconds runs on the calling thread, and a batch formed while the session is free
     /// runs on the batcher's thread, each skipping two thread wake-ups (0: never).
     pub inline_max_us: u64,
+    /// Under load, a partial batch waits one scheduling round for more rows before it runs,
+    /// when the instance's own runs show that a run costs more than a row (small models:
+    /// fewer, fuller runs). A request that arrives alone never waits.
+    pub gather_rows: bool,
     /// Rows an instance may queue before answering 429.
     pub queue_capacity_rows: usize,
     /// Instances idle this long may be evicted to make room for another load, in seconds.
@@ -380,6 +384,7 @@ impl Default for Config {
             worker_memory_bytes: None,
             max_queue_delay_us: 2000,
             inline_max_us: 200,
+            gather_rows: true,
             queue_capacity_rows: 2048,
             evict_idle_secs: 30,
             heartbeat_timeout_ms: 3000,
@@ -463,6 +468,8 @@ pub struct Overrides {
     pub max_queue_delay_us: Option<u64>,
     #[arg(long, env = "INFAAS_INLINE_MAX_US", global = true)]
     pub inline_max_us: Option<u64>,
+    #[arg(long, env = "INFAAS_GATHER_ROWS", global = true)]
+    pub gather_rows: Option<bool>,
     #[arg(long, env = "INFAAS_QUEUE_CAPACITY_ROWS", global = true)]
     pub queue_capacity_rows: Option<usize>,
     #[arg(long, env = "INFAAS_HEARTBEAT_TIMEOUT_MS", global = true)]
@@ -609,6 +616,7 @@ impl Config {
             worker_listen,
             max_queue_delay_us,
             inline_max_us,
+            gather_rows,
             queue_capacity_rows,
             heartbeat_timeout_ms,
             cookie_secure,

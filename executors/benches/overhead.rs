@@ -199,6 +199,7 @@ fn config() -> BatcherConfig {
         queue_capacity: 4096,
         // What the worker configures by default (`inline_max_us`).
         inline_below: Duration::from_micros(200),
+        gather_rows: true,
     }
 }
 

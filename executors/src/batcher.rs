@@ -59,6 +59,7 @@ use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore, TryAcqu
 use crate::engine::{Engine, EngineError, Inline, InlineRunner, Signature};
 
 mod actor;
+mod costs;
 mod figures;
 mod queue;
 mod rows;
@@ -85,6 +86,12 @@ pub struct BatcherConfig {
     /// while the session is free runs on the batcher's thread, when the session's latest run
     /// took at most this long (zero: never; see [`InlineRunner`]).
     pub inline_below: Duration,
+    /// When the session is free and a partial batch is queued, let the batcher's thread run
+    /// its other ready tasks once (under load, requests on their way here) before forming the
+    /// batch, if this instance's runs cost more per run than per row (measured on its own
+    /// runs, see `batcher/costs.rs`). Fewer, fuller runs for small models under load; nothing
+    /// changes for a request that arrives alone, nor for a model whose rows dominate its runs.
+    pub gather_rows: bool,
 }
 
 impl Default for BatcherConfig {
@@ -94,6 +101,7 @@ impl Default for BatcherConfig {
             max_queue_delay: Duration::from_millis(1),
             queue_capacity: 1024,
             inline_below: Duration::ZERO,
+            gather_rows: true,
         }
     }
 }
@@ -228,6 +236,7 @@ impl Instance {
             policy,
             config.max_queue_delay,
             config.inline_below,
+            config.gather_rows,
             capacity.clone(),
             board.clone(),
         );

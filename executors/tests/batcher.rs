@@ -29,9 +29,12 @@ type Answer = Result<Vec<Tensor>, InstanceError>;
 /// A partial batch is never handed over early, only when the session is idle.
 const NEVER: Duration = Duration::MAX;
 
+/// These tests pin down how batches form; gathering rows under load (which changes when a
+/// partial batch is taken) is tested on its own.
 fn config(max_batch: usize) -> BatcherConfig {
     BatcherConfig {
         max_batch,
+        gather_rows: false,
         ..BatcherConfig::default()
     }
 }
@@ -197,6 +200,78 @@ async fn concurrent_callers_are_batched_and_get_their_own_rows() {
     .await;
 }
 
+/// A small MLP's runs cost mostly their fixed part (about the same at 8 rows as at 1), so the
+/// batcher learns that rows are worth gathering; under closed-loop load a partial batch then
+/// waits one scheduling round for the callers just answered, and the same load runs in fewer,
+/// fuller batches than with gathering off. Every caller still gets its own rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_models_under_load_gather_rows_into_fewer_runs() {
+    if !runtime_ready() {
+        return;
+    }
+    const CALLERS: usize = 16;
+    const CALLS: usize = 150;
+    let x = digits();
+    let mut runs_by_setting = Vec::new();
+    for gather_rows in [false, true] {
+        let engine = load(&zoo().join("digits-mlp-l.onnx"));
+        let mut solo = Vec::new();
+        for row in 0..CALLERS {
+            solo.push(label(&engine.run(rows(&x, row, 1)).await.unwrap())[0]);
+        }
+        let instance = Instance::start(
+            engine,
+            BatcherConfig {
+                max_batch: 32,
+                gather_rows,
+                ..BatcherConfig::default()
+            },
+        );
+        // Teach it the model's costs: batches of 2 rows, then of 8.
+        for n in [2, 8] {
+            for row in 0..30 {
+                instance.infer(rows(&x, row, n)).await.unwrap();
+            }
+        }
+        assert!(
+            instance.figures().gathering,
+            "an MLP's fixed cost per run should outweigh its rows: {:?}",
+            instance.figures()
+        );
+        let before: u64 = instance
+            .figures()
+            .batch_histogram
+            .iter()
+            .map(|&(_, n)| n)
+            .sum();
+        let callers = (0..CALLERS).map(|caller| {
+            let instance = instance.clone();
+            let x = x.clone();
+            let want = solo[caller];
+            tokio::spawn(async move {
+                for _ in 0..CALLS {
+                    let out = instance.infer(rows(&x, caller, 1)).await.unwrap();
+                    assert_eq!(label(&out), [want], "caller {caller}");
+                }
+            })
+        });
+        for caller in join_all(callers).await {
+            caller.unwrap();
+        }
+        let f = instance.figures();
+        let runs = f.batch_histogram.iter().map(|&(_, n)| n).sum::<u64>() - before;
+        eprintln!("gather_rows {gather_rows}: {runs} runs; {f:?}");
+        runs_by_setting.push(runs);
+    }
+    let (plain, gathered) = (runs_by_setting[0], runs_by_setting[1]);
+    // Measured here: about 305 runs without gathering (within a few runs), 170-280 with it,
+    // as the callers fall into one or two cohorts.
+    assert!(
+        (gathered as f64) < 0.95 * plain as f64,
+        "gathering should cut the runs: {gathered} runs against {plain} without"
+    );
+}
+
 /// Under load, batches of a model whose runs are short run on the batcher's own thread
 /// rather than crossing to the session's thread and back. They still batch, and every caller
 /// gets its own rows. With inline runs off, every batch goes to the session's thread.
@@ -281,6 +356,7 @@ async fn a_full_queue_refuses_at_once() {
         max_queue_delay: Duration::from_millis(1),
         queue_capacity: 4,
         inline_below: Duration::ZERO,
+        gather_rows: false,
     };
     let instance = Instance::start(load(&zoo().join("digits-mlp-l.onnx")), cfg);
     let answers = join_all((0..10).map(|i| instance.infer(rows(&x, i, 1)))).await;
@@ -322,6 +398,7 @@ async fn busy_with(
         max_queue_delay: NEVER,
         queue_capacity: 100_000,
         inline_below,
+        gather_rows: false,
     };
     let instance = Instance::start(engine, cfg);
     let big = {
@@ -496,6 +573,7 @@ async fn incompatible_requests_are_never_combined() {
         max_queue_delay: NEVER,
         queue_capacity: 64,
         inline_below: Duration::ZERO,
+        gather_rows: false,
     };
     let instance = Instance::start(engine, cfg);
     let requests: Vec<(Vec<Tensor>, f32)> = (0..8)
@@ -682,6 +760,7 @@ async fn requests_arriving_during_a_long_run_join_one_batch() {
         max_queue_delay: Duration::from_millis(1),
         queue_capacity: 1024,
         inline_below: Duration::ZERO,
+        gather_rows: false,
     };
     let instance = Instance::start(engine, cfg);
     let first = {

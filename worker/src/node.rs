@@ -33,6 +33,9 @@ pub struct NodeConfig {
     /// the calling thread instead of the session's (zero: never); see
     /// `infaas_executors::engine::InlineRunner`.
     pub inline_below: Duration,
+    /// Under load, a partial batch waits one scheduling round for rows on their way when the
+    /// instance's runs cost more per run than per row (`BatcherConfig::gather_rows`).
+    pub gather_rows: bool,
     /// Rows an instance may queue before answering "queue full".
     pub queue_capacity_rows: usize,
     /// Instances idle for longer than this may be evicted to make room for a load.
@@ -216,6 +219,7 @@ impl WorkerNode {
                 max_queue_delay: self.cfg.max_queue_delay,
                 queue_capacity: self.cfg.queue_capacity_rows.max(req.max_batch),
                 inline_below: self.cfg.inline_below,
+                gather_rows: self.cfg.gather_rows,
             },
         );
         Ok((instance, load_ms))

@@ -52,6 +52,7 @@ async fn node(budget: usize) -> (tempfile::TempDir, Arc<WorkerNode>) {
         simulated_gpu: None,
         max_queue_delay: Duration::from_micros(500),
         inline_below: Duration::from_micros(200),
+        gather_rows: true,
         queue_capacity_rows: 4096,
         evict_idle_after: Duration::from_secs(30),
     };

@@ -174,6 +174,7 @@ fn make_provider(
                     cfg.max_queue_delay_us.to_string(),
                 ),
                 ("INFAAS_INLINE_MAX_US".into(), cfg.inline_max_us.to_string()),
+                ("INFAAS_GATHER_ROWS".into(), cfg.gather_rows.to_string()),
                 (
                     "INFAAS_QUEUE_CAPACITY_ROWS".into(),
                     cfg.queue_capacity_rows.to_string(),

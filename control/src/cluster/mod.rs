@@ -65,6 +65,7 @@ pub fn node_config(
         simulated_gpu,
         max_queue_delay: Duration::from_micros(config.max_queue_delay_us),
         inline_below: Duration::from_micros(config.inline_max_us),
+        gather_rows: config.gather_rows,
         queue_capacity_rows: config.queue_capacity_rows,
         evict_idle_after: Duration::from_secs(config.evict_idle_secs),
     })

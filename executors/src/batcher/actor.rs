@@ -45,6 +45,9 @@ pub(super) struct Actor {
     /// (see [`Actor::start`]).
     inline: InlineRunner,
     inline_below: Duration,
+    /// Whether a partial batch may wait a scheduling round for more rows when that pays
+    /// (see [`Actor::gathers`]).
+    gather: bool,
     policy: Policy,
     max_queue_delay: Duration,
     capacity: Arc<Semaphore>,
@@ -65,12 +68,14 @@ impl Actor {
         policy: Policy,
         max_queue_delay: Duration,
         inline_below: Duration,
+        gather: bool,
         capacity: Arc<Semaphore>,
         board: Arc<Board>,
     ) -> Actor {
         Actor {
             inline: engine.inline_runner(),
             inline_below,
+            gather,
             engine,
             policy,
             max_queue_delay,
@@ -95,6 +100,14 @@ impl Actor {
         let mut timer = Box::pin(tokio::time::sleep(Duration::ZERO));
         let mut armed: Option<Instant> = None;
         loop {
+            if open && self.gathers() {
+                // The session is free but the batch is partial, and rows are worth gathering:
+                // let this thread's other ready tasks run first (under load, HTTP requests
+                // on their way here), then take what they sent. One scheduling round; with
+                // nothing else ready it is back at once.
+                tokio::task::yield_now().await;
+                self.drain(&mut commands);
+            }
             self.dispatch().await;
             self.publish();
             if self.closing && self.queue.is_empty() && self.running.is_empty() {
@@ -116,12 +129,7 @@ impl Actor {
                         self.handle(command);
                         // Take whatever else has arrived before forming a batch, so that
                         // requests sent together are batched together.
-                        for _ in 0..DRAIN {
-                            let Ok(command) = commands.try_recv() else {
-                                break;
-                            };
-                            self.handle(command);
-                        }
+                        self.drain(&mut commands);
                     }
                     None => {
                         open = false;
@@ -137,6 +145,28 @@ impl Actor {
         self.publish();
         stopped.send_replace(true);
         tracing::debug!("batcher stopped");
+    }
+
+    /// Takes the commands already sent (at most [`DRAIN`]) without waiting.
+    fn drain(&mut self, commands: &mut mpsc::UnboundedReceiver<Command>) {
+        for _ in 0..DRAIN {
+            let Ok(command) = commands.try_recv() else {
+                break;
+            };
+            self.handle(command);
+        }
+    }
+
+    /// Whether to wait one scheduling round for more rows before the next dispatch: the
+    /// session is free, a partial batch is queued, and this instance's runs cost more per run
+    /// than per row ([`Board::gathering_pays`]).
+    fn gathers(&self) -> bool {
+        self.gather
+            && self.running.is_empty()
+            && !self.closing
+            && !self.queue.is_empty()
+            && self.queue.rows() < self.policy.max_rows
+            && self.board.gathering_pays()
     }
 
     fn finish(&mut self, finished: Finished) {

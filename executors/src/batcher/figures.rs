@@ -3,6 +3,8 @@
 //! windows out, so a reader never holds the actor up for longer than a copy.
 
 use infaas_core::stats::percentile;
+
+use super::costs::RunCosts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -42,6 +44,10 @@ pub struct InstanceFigures {
     /// Session run time per batch over the last 1,000 runs, in ms.
     pub exec_p50_ms: f64,
     pub exec_p99_ms: f64,
+    /// Whether this instance's runs have been measured to cost more per run than per row, so
+    /// that a partial batch waits one scheduling round for more rows (see
+    /// [`super::BatcherConfig::gather_rows`]).
+    pub gathering: bool,
 }
 
 /// Where the actor writes and [`super::Instance::figures`] reads.
@@ -54,6 +60,8 @@ pub(crate) struct Board {
     rows_total: AtomicU64,
     errors_total: AtomicU64,
     cancelled_total: AtomicU64,
+    /// Whether gathering rows into fewer runs pays, as of the latest run ([`RunCosts`]).
+    gathering_pays: AtomicBool,
     windows: Mutex<Windows>,
 }
 
@@ -67,6 +75,7 @@ impl Board {
             rows_total: AtomicU64::new(0),
             errors_total: AtomicU64::new(0),
             cancelled_total: AtomicU64::new(0),
+            gathering_pays: AtomicBool::new(false),
             windows: Mutex::new(Windows::new(Instant::now())),
         }
     }
@@ -80,6 +89,12 @@ impl Board {
     /// Nothing queued and no batch handed to the session, as of the batcher's last turn.
     pub(crate) fn idle(&self) -> bool {
         !self.in_flight.load(Ordering::Relaxed) && self.queue_requests.load(Ordering::Relaxed) == 0
+    }
+
+    /// Whether a run's fixed cost outweighs a row's, as measured on this instance's runs so
+    /// far: rows are then worth gathering into fewer runs (see [`super::costs`]).
+    pub(crate) fn gathering_pays(&self) -> bool {
+        self.gathering_pays.load(Ordering::Relaxed)
     }
 
     pub(crate) fn error(&self) {
@@ -110,7 +125,23 @@ impl Board {
         let mut w = self.windows();
         let started = w.last_done.map_or(sent, |last| last.max(sent));
         w.last_done = Some(done);
-        w.exec.add(ms(done.saturating_duration_since(started)));
+        let took = done.saturating_duration_since(started);
+        w.exec.add(ms(took));
+        w.costs.record(rows, took);
+        let split = w.costs.split();
+        let did = self.gathering_pays();
+        let pays = split.is_some_and(|s| s.gathering_pays(did));
+        if did != pays {
+            self.gathering_pays.store(pays, Ordering::Relaxed);
+            if let Some(s) = split {
+                tracing::debug!(
+                    gathering = pays,
+                    fixed_us = s.fixed_ns / 1e3,
+                    per_row_us = s.per_row_ns / 1e3,
+                    "gathering rows switched"
+                );
+            }
+        }
         *w.histogram.entry(rows).or_insert(0) += 1;
         w.rate.add(done, rows as u64);
     }
@@ -142,6 +173,7 @@ impl Board {
             latency_p99_ms: percentile(&latency, 0.99),
             exec_p50_ms: percentile(&exec, 0.50),
             exec_p99_ms: percentile(&exec, 0.99),
+            gathering: self.gathering_pays(),
         }
     }
 
@@ -160,6 +192,7 @@ struct Windows {
     histogram: BTreeMap<usize, u64>,
     rate: Rate,
     last_done: Option<Instant>,
+    costs: RunCosts,
 }
 
 impl Windows {
@@ -170,6 +203,7 @@ impl Windows {
             histogram: BTreeMap::new(),
             rate: Rate::new(start),
             last_done: None,
+            costs: RunCosts::default(),
         }
     }
 }

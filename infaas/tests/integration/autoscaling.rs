@@ -993,9 +993,11 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
 
     let mut ramp = Ramp::new(&p, &t, BTreeMap::new());
     let s = Duration::from_secs;
-    // 1.15 base instances' worth of demand: two threads on one instance (1.5x by the parallel
+    // 1.1 base instances' worth of demand: two threads on one instance (1.5x by the parallel
     // fraction above), or two instances at one thread on as many cores, serving more (2x).
-    let surge = 1.15 * base.peak;
+    // Not more: beside a busy test run two threads served 1.3x, and the backlog queued before
+    // they came then drains only at the difference.
+    let surge = 1.1 * base.peak;
     let calm = 0.25 * base.peak;
     println!(
         "base peak {:.0} rows/s: surge {surge:.0}, calm {calm:.0} queries/s",
@@ -1054,13 +1056,13 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
                 return spawn_worker(&p, &objects, &ort, "replicas", (1, 1, 1 << 30)).await;
             }
             assert!(
-                start.elapsed() < s(30),
+                start.elapsed() < s(45),
                 "the threads did not relieve the instance: {now:?}"
             );
         }
     };
     let (held_events, (_b, _)) = tokio::join!(
-        ramp.phase(surge, s(1), s(60), &["rebalance"]),
+        ramp.phase(surge, s(1), s(75), &["rebalance"]),
         join_when_relieved
     );
     let held = placements(&p, &t).await;
