@@ -87,9 +87,9 @@ impl Split {
     /// when a run's fixed part costs at least [`START`] rows, and stops when it costs less than
     /// [`STOP`] rows. The margin keeps an instance near the line from flipping with every run.
     /// Where the line is was measured on the HTTP server: the convolutional model above, whose
-    /// fixed part under load came out at 1-3 rows (single-row runs there take a cache-cold
-    /// 50-80 µs), served 1-10% fewer queries with gathering; the MLP, whose fixed part is
-    /// 30 rows and more, 15-20% more.
+    /// fixed part under load is about one row and at times up to 3, served 1-12% fewer queries
+    /// when it gathered at a line of 1 or 2 rows; the MLP, whose fixed part is 6 rows and more,
+    /// 12-20% more.
     pub(crate) fn gathering_pays(&self, did: bool) -> bool {
         let rows = if did { STOP } else { START };
         self.fixed_ns >= rows * self.per_row_ns
