@@ -74,7 +74,7 @@ pub struct Config {
     /// runs on the batcher's thread, each skipping two thread wake-ups (0: never).
     pub inline_max_us: u64,
     /// Under load, a partial batch waits one scheduling round for more rows before it runs,
-    /// when the instance's own runs show that a run costs more than a row (small models:
+    /// when the instance's own runs show a run's fixed part worth several rows (small models:
     /// fewer, fuller runs). A request that arrives alone never waits.
     pub gather_rows: bool,
     /// Rows an instance may queue before answering 429.

@@ -88,7 +88,7 @@ pub struct BatcherConfig {
     pub inline_below: Duration,
     /// When the session is free and a partial batch is queued, let the batcher's thread run
     /// its other ready tasks once (under load, requests on their way here) before forming the
-    /// batch, if this instance's runs cost more per run than per row (measured on its own
+    /// batch, if a run's fixed part is worth several rows (measured on this instance's own
     /// runs, see `batcher/costs.rs`). Fewer, fuller runs for small models under load; nothing
     /// changes for a request that arrives alone, nor for a model whose rows dominate its runs.
     pub gather_rows: bool,

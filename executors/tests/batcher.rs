@@ -200,7 +200,7 @@ async fn concurrent_callers_are_batched_and_get_their_own_rows() {
     .await;
 }
 
-/// A small MLP's runs cost mostly their fixed part (about the same at 8 rows as at 1), so the
+/// A small MLP's runs cost mostly their fixed part (about the same at 8 rows as at 2), so the
 /// batcher learns that rows are worth gathering; under closed-loop load a partial batch then
 /// waits one scheduling round for the callers just answered, and the same load runs in fewer,
 /// fuller batches than with gathering off. Every caller still gets its own rows.

@@ -34,7 +34,7 @@ pub struct NodeConfig {
     /// `infaas_executors::engine::InlineRunner`.
     pub inline_below: Duration,
     /// Under load, a partial batch waits one scheduling round for rows on their way when the
-    /// instance's runs cost more per run than per row (`BatcherConfig::gather_rows`).
+    /// instance's runs show a fixed part worth several rows (`BatcherConfig::gather_rows`).
     pub gather_rows: bool,
     /// Rows an instance may queue before answering "queue full".
     pub queue_capacity_rows: usize,

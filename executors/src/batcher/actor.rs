@@ -158,8 +158,8 @@ impl Actor {
     }
 
     /// Whether to wait one scheduling round for more rows before the next dispatch: the
-    /// session is free, a partial batch is queued, and this instance's runs cost more per run
-    /// than per row ([`Board::gathering_pays`]).
+    /// session is free, a partial batch is queued, and this instance's runs cost enough per
+    /// run, next to a row, for rows to be worth gathering ([`Board::gathering_pays`]).
     fn gathers(&self) -> bool {
         self.gather
             && self.running.is_empty()

@@ -102,13 +102,15 @@ const START: f64 = 4.0;
 const STOP: f64 = 2.0;
 
 impl RunCosts {
-    /// One run of `rows` rows that took `took`.
-    pub(crate) fn record(&mut self, rows: usize, took: Duration) {
-        if rows == 0 {
-            return;
+    /// One run of `rows` rows that took `took`; whether it counts (runs of fewer than
+    /// [`SMALLEST`] rows do not).
+    pub(crate) fn record(&mut self, rows: usize, took: Duration) -> bool {
+        if rows < SMALLEST {
+            return false;
         }
         let ns = u32::try_from(took.as_nanos()).unwrap_or(u32::MAX);
         self.by_size[rows.min(SIZES) - 1].add(ns);
+        true
     }
 
     /// The split between the smallest batch size seen often enough (from [`SMALLEST`] rows)
@@ -116,7 +118,7 @@ impl RunCosts {
     /// been seen [`MIN_RUNS`] times each.
     pub(crate) fn split(&self) -> Option<Split> {
         let seen = |k: usize| self.by_size[k].median().map(|t| (k + 1, t));
-        let (small, ts) = (SMALLEST - 1..SIZES).find_map(seen)?;
+        let (small, ts) = (0..SIZES).find_map(seen)?;
         let (large, tl) = (small + MIN_SPAN - 1..SIZES).rev().find_map(seen)?;
         let per_row_ns = ((tl - ts) / (large - small) as f64).max(0.0);
         Some(Split {

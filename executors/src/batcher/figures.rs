@@ -3,12 +3,12 @@
 //! windows out, so a reader never holds the actor up for longer than a copy.
 
 use infaas_core::stats::percentile;
-
-use super::costs::RunCosts;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+use super::costs::{RunCosts, Split};
 
 /// Requests and session runs kept for the percentiles.
 const WINDOW: usize = 1000;
@@ -44,9 +44,9 @@ pub struct InstanceFigures {
     /// Session run time per batch over the last 1,000 runs, in ms.
     pub exec_p50_ms: f64,
     pub exec_p99_ms: f64,
-    /// Whether this instance's runs have been measured to cost more per run than per row, so
-    /// that a partial batch waits one scheduling round for more rows (see
-    /// [`super::BatcherConfig::gather_rows`]).
+    /// Whether this instance's runs have been measured to cost enough per run, next to a row,
+    /// for rows to be worth gathering; a partial batch then waits one scheduling round for
+    /// more rows if [`super::BatcherConfig::gather_rows`] is on.
     pub gathering: bool,
 }
 
@@ -91,8 +91,8 @@ impl Board {
         !self.in_flight.load(Ordering::Relaxed) && self.queue_requests.load(Ordering::Relaxed) == 0
     }
 
-    /// Whether a run's fixed cost outweighs a row's, as measured on this instance's runs so
-    /// far: rows are then worth gathering into fewer runs (see [`super::costs`]).
+    /// Whether rows are worth gathering into fewer runs, as measured on this instance's runs
+    /// so far (see [`super::costs`]).
     pub(crate) fn gathering_pays(&self) -> bool {
         self.gathering_pays.load(Ordering::Relaxed)
     }
@@ -127,23 +127,27 @@ impl Board {
         w.last_done = Some(done);
         let took = done.saturating_duration_since(started);
         w.exec.add(ms(took));
-        w.costs.record(rows, took);
-        let split = w.costs.split();
-        let did = self.gathering_pays();
-        let pays = split.is_some_and(|s| s.gathering_pays(did));
-        if did != pays {
-            self.gathering_pays.store(pays, Ordering::Relaxed);
-            if let Some(s) = split {
-                tracing::debug!(
-                    gathering = pays,
-                    fixed_us = s.fixed_ns / 1e3,
-                    per_row_us = s.per_row_ns / 1e3,
-                    "gathering rows switched"
-                );
-            }
+        if w.costs.record(rows, took) {
+            self.judge_gathering(w.costs.split());
         }
         *w.histogram.entry(rows).or_insert(0) += 1;
         w.rate.add(done, rows as u64);
+    }
+
+    /// Whether gathering rows pays now, by the instance's latest split of its run costs.
+    fn judge_gathering(&self, split: Option<Split>) {
+        let did = self.gathering_pays();
+        let Some(s) = split else { return };
+        let pays = s.gathering_pays(did);
+        if did != pays {
+            self.gathering_pays.store(pays, Ordering::Relaxed);
+            tracing::debug!(
+                gathering = pays,
+                fixed_us = s.fixed_ns / 1e3,
+                per_row_us = s.per_row_ns / 1e3,
+                "gathering rows switched"
+            );
+        }
     }
 
     pub(crate) fn snapshot(&self) -> InstanceFigures {
