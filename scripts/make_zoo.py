@@ -5,7 +5,8 @@ Trains a family of real classifiers on scikit-learn's bundled digits dataset
 (8x8 images, 10 classes; no download), exports them to ONNX with skl2onnx plus two
 hand-built graphs, verifies every model with onnxruntime on the validation set and
 writes the validation sets (NPZ), a test fixture for the Rust NPZ reader and
-zoo/README.md.
+zoo/README.md (keeping, as they are, the sections between `<!-- BEGIN ... -->` and
+`<!-- END ... -->` markers that other scripts write there, e.g. scripts/make_real_zoo.py's).
 
 Usage:  python3 scripts/make_zoo.py [--out zoo]
 Needs:  scikit-learn, skl2onnx, onnx, onnxruntime, numpy.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 
@@ -337,13 +339,27 @@ labels must be a fixed-width unicode array (`dtype="<U..."`).
 """
 
 
+# Sections of zoo/README.md that other scripts write between such markers (e.g.
+# scripts/make_real_zoo.py's "Models of real architectures"): kept as they are, in order,
+# before the "Building your own validation NPZ" heading.
+KEPT_SECTION = re.compile(r"<!-- BEGIN [^\n]*?-->\n.*?<!-- END [^\n]*?-->\n", re.S)
+KEPT_ANCHOR = "## Building your own validation NPZ"
+
+
 def write_readme(out: str, rows, n_train: int, n_val: int) -> None:
+    path = os.path.join(out, "README.md")
+    kept = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            kept = "".join(m.group(0) + "\n" for m in KEPT_SECTION.finditer(f.read()))
     text = README_HEAD.format(n_train=n_train, n_val=n_val, ir=IR_VERSION, opset=MAIN_OPSET,
                               ml=ML_OPSET, ort_version=ort.__version__)
     for file, arch, ins, outs, acc in rows:
         text += f"| `{file}` | {arch} | {ins} | {outs} | {acc:.4f} |\n"
-    text += README_TAIL.format(n_val=n_val)
-    with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
+    tail = README_TAIL.format(n_val=n_val)
+    i = tail.index(KEPT_ANCHOR)
+    text += tail[:i] + kept + tail[i:]
+    with open(path, "w", encoding="utf-8") as f:
         f.write(text)
 
 

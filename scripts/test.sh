@@ -110,6 +110,7 @@ step() {
 }
 
 step "format: cargo fmt --check" cargo fmt --all -- --check
+step "docs: links and anchors" python3 "$INFAAS_ROOT/scripts/check-links.py"
 if [[ -z "$fast" ]]; then
   step "lint: cargo clippy" cargo clippy --workspace --all-targets "${locked[@]}" -- -D warnings
 fi

@@ -54,7 +54,7 @@ fn every_zoo_model_matches_python_onnxruntime() {
         .collect();
     let x = Tensor::new("x", vec![rows, 64], TensorData::Fp32(x)).unwrap();
 
-    for model in zoo_models() {
+    for model in digits_models() {
         let file = model.file_name().unwrap().to_str().unwrap();
         let want = &expected["models"][file];
         assert!(

@@ -65,15 +65,31 @@ pub fn zoo_models() -> Vec<PathBuf> {
     models
 }
 
+/// The zoo's digits models (they all take rows of `digits-val.npz`, split in two for the
+/// two-input one), sorted.
+pub fn digits_models() -> Vec<PathBuf> {
+    let models: Vec<PathBuf> = zoo_models()
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("digits-"))
+        })
+        .collect();
+    assert!(!models.is_empty(), "no digits models in {}", zoo().display());
+    models
+}
+
 /// The validation set made for a zoo model.
 pub fn validation_file(model: &Path) -> PathBuf {
     let stem = model
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or_default();
-    if stem == "digits-two-input" {
-        zoo().join("digits-two-input-val.npz")
-    } else {
-        zoo().join("digits-val.npz")
+    match stem {
+        "digits-two-input" => zoo().join("digits-two-input-val.npz"),
+        "cifar-resnet" => zoo().join("cifar-val.npz"),
+        "text-encoder" => zoo().join("text-val.npz"),
+        _ => zoo().join("digits-val.npz"),
     }
 }
