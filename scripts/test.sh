@@ -128,6 +128,10 @@ step "API contract: scripts/fuzz-api.sh" bash "$INFAAS_ROOT/scripts/fuzz-api.sh"
 # solver of the build on the same problems).
 step "MILP solvers: CBC and HiGHS" cargo test -p infaas-scheduler --features highs "${locked[@]}" --lib milp::
 
+# INT8 files answer alike on every x86-64 CPU ONNX Runtime supports: the INT8 tests again under
+# qemu-user's emulation of an AVX2-only CPU without VNNI (about 2-3 minutes).
+step "INT8 on an AVX2-only CPU: scripts/test-avx2.sh" bash "$INFAAS_ROOT/scripts/test-avx2.sh"
+
 if cargo nextest --version >/dev/null 2>&1; then
   nextest_profile=()
   if [[ -n "${CI:-}" ]] && grep -qs '^\[profile\.ci\]' .config/nextest.toml; then

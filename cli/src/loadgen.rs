@@ -41,12 +41,18 @@ pub struct LoadgenArgs {
     pub latency_ms: Option<f64>,
     #[arg(long)]
     pub min_accuracy: Option<f64>,
-    /// NPZ whose `x` rows are sent (one row per request); the input is named after --input.
+    /// NPZ whose rows are sent (one row per request), laid out as a validation set: an array
+    /// `x`, sent as the input named by --input, or one array `x.<name>` per model input, each
+    /// sent under its own name (several inputs, any dtype).
     #[arg(long)]
     pub npz: std::path::PathBuf,
-    /// Input tensor name.
+    /// Input tensor name of the array `x`.
     #[arg(long, default_value = "input")]
     pub input: String,
+    /// Closed-loop clients when --rate is 0: each sends its next request when its last one
+    /// is answered (the throughput at saturation).
+    #[arg(long, default_value_t = 1)]
+    pub connections: usize,
     /// Seed of the arrival process.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -98,18 +104,7 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     let bytes =
         std::fs::read(&args.npz).with_context(|| format!("reading {}", args.npz.display()))?;
     let arrays = infaas_protocol::npz::read_npz(&bytes)?;
-    let x = arrays
-        .into_iter()
-        .find(|t| t.name == "x")
-        .context("the NPZ has no array 'x'")?;
-    let rows = x.batch_len().max(1);
-    let bodies: Vec<serde_json::Value> = (0..rows.min(1000))
-        .map(|i| {
-            let mut t = infaas_protocol::tensor_to_json(&x.slice_batch(i, i + 1));
-            t.name = args.input.clone();
-            serde_json::json!({ "inputs": [t] })
-        })
-        .collect();
+    let bodies = request_bodies(arrays, &args.input)?;
     let with = |mut body: serde_json::Value, slo: Option<f64>, acc: Option<f64>| {
         if let Some(l) = slo {
             body["latency_ms"] = l.into();
@@ -134,6 +129,13 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
     let start = Instant::now();
     let end = Duration::from_secs_f64(args.duration.max(0.1));
+    if args.rate <= 0.0 && trace.is_none() && args.connections > 1 {
+        let bodies: Vec<serde_json::Value> = bodies
+            .into_iter()
+            .map(|b| with(b, args.latency_ms, args.min_accuracy))
+            .collect();
+        return closed_loop(client, bodies, path, args, start, end).await;
+    }
     let mut tasks = tokio::task::JoinSet::new();
     let mut next = Duration::ZERO;
     let mut i = 0usize;
@@ -204,6 +206,96 @@ pub async fn run(client: &Client, args: &LoadgenArgs) -> anyhow::Result<Report> 
     Ok(tally.report(i, start.elapsed().as_secs_f64()))
 }
 
+/// One request body per row of the NPZ (at most 1,000): the array `x` as the input named
+/// `input`, or every array `x.<name>` as the input `<name>`.
+fn request_bodies(
+    arrays: Vec<infaas_core::Tensor>,
+    input: &str,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let inputs: Vec<(String, infaas_core::Tensor)> = match arrays.iter().position(|t| t.name == "x")
+    {
+        Some(i) => vec![(input.to_string(), arrays[i].clone())],
+        None => arrays
+            .into_iter()
+            .filter_map(|t| Some((t.name.strip_prefix("x.")?.to_string(), t.clone())))
+            .collect(),
+    };
+    anyhow::ensure!(
+        !inputs.is_empty(),
+        "the NPZ has no array 'x' and no array 'x.<input name>'"
+    );
+    let rows = inputs
+        .iter()
+        .map(|(_, t)| t.batch_len())
+        .min()
+        .unwrap_or(0)
+        .max(1);
+    Ok((0..rows.min(1000))
+        .map(|i| {
+            let tensors: Vec<_> = inputs
+                .iter()
+                .map(|(name, x)| {
+                    let mut t = infaas_protocol::tensor_to_json(&x.slice_batch(i, i + 1));
+                    t.name = name.clone();
+                    t
+                })
+                .collect();
+            serde_json::json!({ "inputs": tensors })
+        })
+        .collect())
+}
+
+/// `connections` clients, each sending its next request when the last one is answered, until
+/// `end`.
+async fn closed_loop(
+    client: std::sync::Arc<Client>,
+    bodies: Vec<serde_json::Value>,
+    path: String,
+    args: &LoadgenArgs,
+    start: Instant,
+    end: Duration,
+) -> anyhow::Result<Report> {
+    let bodies = std::sync::Arc::new(bodies);
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 0..args.connections {
+        let (client, bodies, path, slo) = (
+            client.clone(),
+            bodies.clone(),
+            path.clone(),
+            args.latency_ms,
+        );
+        tasks.spawn(async move {
+            let mut tally = Tally::default();
+            let mut i = c;
+            while start.elapsed() < end {
+                let t0 = Instant::now();
+                let resp = client
+                    .request(reqwest::Method::POST, &path)
+                    .json(&bodies[i % bodies.len()])
+                    .send()
+                    .await;
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                tally.add(match resp {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let v: serde_json::Value = r.json().await.unwrap_or_default();
+                        (status, ms, served_by(&v), v["latency_ms"].as_f64(), slo)
+                    }
+                    Err(_) => (0, ms, None, None, slo),
+                });
+                i += 1;
+            }
+            tally
+        });
+    }
+    let mut all = Tally::default();
+    while let Some(t) = tasks.join_next().await {
+        all.merge(t?);
+    }
+    let sent = all.ok + all.errors.values().sum::<usize>();
+    Ok(all.report(sent, start.elapsed().as_secs_f64()))
+}
+
 /// One answer: status (0: no response), client latency (ms), what served it, the server's
 /// own latency (ms) and the query's SLO.
 type Answer = (u16, f64, Option<String>, Option<f64>, Option<f64>);
@@ -235,6 +327,20 @@ impl Tally {
             }
         } else {
             *self.errors.entry(status).or_default() += 1;
+        }
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.lat.extend(other.lat);
+        self.server.extend(other.server);
+        self.ok += other.ok;
+        self.within += other.within;
+        self.with_slo |= other.with_slo;
+        for (k, n) in other.errors {
+            *self.errors.entry(k).or_default() += n;
+        }
+        for (k, n) in other.variants {
+            *self.variants.entry(k).or_default() += n;
         }
     }
 
@@ -311,6 +417,37 @@ mod tests {
         // Within the SLO: the answers at 1 and 2 ms, over every request sent.
         assert_eq!(r.slo_attainment, Some(2.0 / 6.0));
         assert_eq!(r.server_p50_ms, Some(percentile(&[0.5, 0.7], 0.5)));
+    }
+
+    #[test]
+    fn every_x_array_is_an_input_of_the_request() {
+        use infaas_core::{Tensor, TensorData};
+        let ids = Tensor::new(
+            "x.input_ids",
+            vec![3, 2],
+            TensorData::Int64(vec![1, 2, 3, 4, 5, 6]),
+        )
+        .unwrap();
+        let mask = Tensor::new(
+            "x.attention_mask",
+            vec![3, 2],
+            TensorData::Int64(vec![1, 1, 1, 0, 1, 0]),
+        )
+        .unwrap();
+        let y = Tensor::new("y", vec![3], TensorData::Int64(vec![0, 1, 0])).unwrap();
+        let bodies = request_bodies(vec![ids, mask, y], "input").unwrap();
+        assert_eq!(bodies.len(), 3);
+        let inputs = bodies[1]["inputs"].as_array().unwrap();
+        let names: Vec<&str> = inputs.iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["input_ids", "attention_mask"]);
+        assert_eq!(inputs[0]["data"], serde_json::json!([3, 4]));
+        assert_eq!(inputs[1]["data"], serde_json::json!([1, 0]));
+        assert_eq!(inputs[0]["datatype"], "INT64");
+        // A single `x` goes under the name given.
+        let x = Tensor::new("x", vec![2, 1], TensorData::Fp32(vec![0.5, 1.5])).unwrap();
+        let bodies = request_bodies(vec![x], "image").unwrap();
+        assert_eq!(bodies[1]["inputs"][0]["name"], "image");
+        assert!(request_bodies(Vec::new(), "input").is_err());
     }
 
     #[test]

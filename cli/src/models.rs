@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use reqwest::multipart::{Form, Part};
 
 use crate::{AppsCommand, Client, ModelsCommand};
-use infaas_protocol::v1::{AppDetail, AppList, ModelList, ModelView};
+use infaas_protocol::v1::{AppDetail, AppList, ModelList, ModelView, PrunedVariantView};
 
 async fn file_part(path: &std::path::Path, bar: &ProgressBar) -> anyhow::Result<Part> {
     let file = tokio::fs::File::open(path)
@@ -76,6 +76,14 @@ fn print_model(m: &ModelView) {
             at(Some(1)),
             at(v.latency.last().map(|l| l.batch)),
         );
+    }
+    if !m.pruned.is_empty() {
+        let kept: Vec<&str> = m.variants.iter().map(|v| v.file.as_str()).collect();
+        println!();
+        println!("pruned at registration (not served):");
+        for line in PrunedVariantView::summary(&m.pruned, &kept) {
+            println!("  {line}");
+        }
     }
 }
 
@@ -148,7 +156,14 @@ pub async fn run(client: &Client, json: bool, cmd: ModelsCommand) -> anyhow::Res
                     done.error.unwrap_or_else(|| "no reason given".into())
                 );
             }
-            eprintln!("'{name}' is ready with {} variants", done.variants.len());
+            let pruned = match done.pruned.len() {
+                0 => String::new(),
+                n => format!(" ({n} pruned)"),
+            };
+            eprintln!(
+                "'{name}' is ready with {} variants{pruned}",
+                done.variants.len()
+            );
             emit(json, &done, print_model)
         }
         ModelsCommand::List => {

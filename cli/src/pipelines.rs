@@ -9,7 +9,7 @@ use crate::Client;
 
 #[derive(Debug, Subcommand)]
 pub enum PipelinesCommand {
-    /// Registers a pipeline from a JSON or YAML document (README, "Pipelines").
+    /// Registers a pipeline from a JSON or YAML document (docs/pipelines.md).
     Create {
         /// The document.
         #[arg(short = 'f', long = "file")]

@@ -117,12 +117,12 @@ pub struct Config {
     pub kubernetes_worker_selector: String,
     /// Most replicas the `kubernetes` provider scales the worker Deployment to.
     pub kubernetes_max_workers: u32,
-    /// Autoscaling loops and worker provider (see README "Autoscaling").
+    /// Autoscaling loops and worker provider (see docs/autoscaling.md).
     pub autoscale: AutoscaleConfig,
     /// How long the query path keeps each application's recorded arrivals (per second), in
     /// minutes: what `GET /v1/traces/recorded` and what-if runs can replay.
     pub traffic_horizon_minutes: u64,
-    /// Limits of what-if runs (`[whatif]`, README "What-if planning").
+    /// Limits of what-if runs (`[whatif]`, docs/simulator.md, "Limits").
     pub whatif: WhatIfConfig,
 }
 

@@ -245,9 +245,70 @@ async fn not_serving_why(
     })
 }
 
+/// The scaling-event action of a load the query path starts ([`record_query_load`]).
+pub const QUERY_LOAD_ACTION: &str = "load-for-queries";
+
+/// Records a load that the query path starts as a scaling event of the variant's application
+/// (action [`QUERY_LOAD_ACTION`], the selection's reason), so that every instance's origin is in
+/// `GET /v1/apps/{app}/scaling-events` beside the autoscaler's actions. The costs are the
+/// application's live instances' price per second before and after the load.
+fn record_query_load(
+    state: &ControlPlane,
+    snapshot: &Snapshot,
+    served: &Served,
+    variant: usize,
+    worker: usize,
+    reason: &str,
+) {
+    let (Some(v), Some(w)) = (
+        snapshot.variants().get(variant),
+        snapshot.workers().get(worker),
+    ) else {
+        return;
+    };
+    let prices = *state.cluster.prices();
+    let before: f64 = snapshot
+        .instances()
+        .iter()
+        .filter(|i| i.state != infaas_scheduler::InstanceState::Inactive)
+        .filter_map(|i| snapshot.variants().get(i.variant))
+        .filter(|iv| iv.app == v.app)
+        .map(|iv| prices.rate_per_s(iv))
+        .sum();
+    let after = before + prices.rate_per_s(v);
+    let app = (served.entry.tenant_id.clone(), served.entry.app.clone());
+    let worker_name = state
+        .cluster
+        .worker_name(&w.id)
+        .unwrap_or_else(|| w.id.clone());
+    let (db, variant_id, reason) = (state.db.clone(), v.id.clone(), reason.to_string());
+    metrics::counter!("infaas_autoscaler_actions_total", "action" => QUERY_LOAD_ACTION)
+        .increment(1);
+    tracing::info!(tenant = %app.0, app = %app.1, variant = %v.name, worker = %worker_name, %reason, "load for queries");
+    tokio::spawn(async move {
+        crate::autoscaler::events::record(
+            &db,
+            Some(&app),
+            Some(&variant_id),
+            Some(&worker_name),
+            QUERY_LOAD_ACTION,
+            &reason,
+            before,
+            after,
+        )
+        .await;
+    });
+}
+
 /// Starts loading `variant` on `worker` without waiting for it (the worker loads a variant
 /// once however many ask); the cluster view learns of the instance when it is ready.
-fn load_in_background(state: &ControlPlane, snapshot: &Snapshot, variant: usize, worker: usize) {
+fn load_in_background(
+    state: &ControlPlane,
+    snapshot: &Snapshot,
+    variant: usize,
+    worker: usize,
+    reason: &str,
+) {
     let (Some(v), Some(w)) = (
         snapshot.variants().get(variant),
         snapshot.workers().get(worker),
@@ -259,8 +320,11 @@ fn load_in_background(state: &ControlPlane, snapshot: &Snapshot, variant: usize,
         return;
     };
     let lr = load_request(&served);
+    if !state.cluster.start_load(&w.id, &lr.variant_id).1 {
+        return; // under way already: the query that started it recorded it
+    }
+    record_query_load(state, snapshot, &served, variant, worker, reason);
     let (state, worker_id) = (state.clone(), w.id.clone());
-    state.cluster.load_started(&worker_id, &lr.variant_id);
     tokio::spawn(async move {
         match handle.load(&lr).await {
             Ok(_) => state.cluster.loaded(&worker_id, &lr),
@@ -426,7 +490,7 @@ async fn serve_with(
                 // the load goes on for the queries after it (not for a query held to a
                 // deadline: its pipeline's allocation provisions).
                 if !by_deadline {
-                    load_in_background(state, &snapshot, variant, worker);
+                    load_in_background(state, &snapshot, variant, worker, &reason);
                 }
                 let inst = snapshot.instances().get(instance);
                 let served_by = inst.map_or(variant, |i| i.variant);
@@ -504,7 +568,13 @@ async fn serve_with(
             if load {
                 // Counted as waiting for the load until it is over, so that later queries
                 // weigh the queue building up here against the running instances.
-                let _waiting = state.cluster.load_started(&w.id, &v.id).enter(rows);
+                let (waiting, started) = state.cluster.start_load(&w.id, &v.id);
+                let _waiting = waiting.enter(rows);
+                if started {
+                    if let Some(wi) = worker_idx {
+                        record_query_load(state, &snapshot, &served, variant_idx, wi, &reason);
+                    }
+                }
                 let lr = load_request(&served);
                 if let Err(e) = handle.load(&lr).await {
                     state.cluster.load_failed(&v.id);
@@ -543,6 +613,10 @@ async fn serve_with(
             Ok(outputs) => {
                 let latency_ms = started.elapsed().as_secs_f64() * 1e3;
                 state.cluster.online.record(latency_ms, req.latency_ms);
+                // A query that waited for the load says nothing of how the instance serves.
+                if let (Some(slo), false) = (req.latency_ms, load) {
+                    state.cluster.record_answer(&w.id, &v.id, latency_ms, slo);
+                }
                 let cost = rows as f64
                     * variant_cost_per_query(v, state.cluster.prices(), rows.min(v.max_batch));
                 state.usage.record(&QueryRecord {

@@ -42,7 +42,7 @@ pub struct PipelineSpec {
     pub outputs: BTreeMap<String, String>,
     #[serde(default)]
     pub slo: PipelineSlo,
-    /// What the platform does when the demand outgrows the hardware (README, "Overload").
+    /// What the platform does when the demand outgrows the hardware (docs/overload.md).
     #[serde(default, skip_serializing_if = "Overload::is_default")]
     pub overload: Overload,
 }

@@ -2,6 +2,7 @@
 
 pub mod accuracy;
 pub mod batcher;
+pub mod calibration;
 pub mod engine;
 pub mod profiler;
 pub mod runtime;

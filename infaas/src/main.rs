@@ -12,7 +12,7 @@ mod worker;
 
 /// jemalloc rather than the system allocator: under load, buffers allocated by one runtime
 /// thread and freed by another made glibc's allocator take its arena locks (about 0.8 futex
-/// calls per query at 16 connections); see the README's "Serving under load".
+/// calls per query at 16 connections); see docs/benchmarks.md, "The allocator".
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -16,7 +16,7 @@ use infaas_web::whatif::{plot_svg, PolicyLines};
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// A trace in the CSV format `time_ms,app,slo_ms,min_accuracy` (README, "Simulator").
+    /// A trace in the CSV format `time_ms,app,slo_ms,min_accuracy` (docs/simulator.md, "Workloads").
     #[arg(long, conflicts_with_all = ["proteus", "generate"])]
     trace: Option<PathBuf>,
     /// A directory of Proteus traces (`<family>.txt`, one application per family).

@@ -1,8 +1,9 @@
 //! Rewrite an ONNX file and print what changed.
 //!
-//!     cargo run -p infaas-onnx --example quantize_file -- IN.onnx OUT.onnx [--fp16] [--min-elements N]
+//!     cargo run -p infaas-onnx --example quantize_file -- IN.onnx OUT.onnx [--fp16] [--min-elements N] [--full-range]
 //!
-//! Default: INT8 dynamic quantisation (`quantize_dynamic_int8`); `--fp16`: `convert_fp16`.
+//! Default: INT8 dynamic quantisation (`quantize_dynamic_int8`, 7-bit weights);
+//! `--full-range`: 8-bit weights (exact only on CPUs with VNNI); `--fp16`: `convert_fp16`.
 
 use std::process::ExitCode;
 
@@ -26,6 +27,7 @@ fn run() -> Result<(), String> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--fp16" => fp16 = true,
+            "--full-range" => opts.reduce_range = false,
             "--min-elements" => {
                 let v = args.next().ok_or("--min-elements needs a value")?;
                 opts.min_weight_elements = v.parse().map_err(|e| format!("--min-elements: {e}"))?;
@@ -34,7 +36,10 @@ fn run() -> Result<(), String> {
         }
     }
     let [input, output] = paths.as_slice() else {
-        return Err("usage: quantize_file IN.onnx OUT.onnx [--fp16] [--min-elements N]".into());
+        return Err(
+            "usage: quantize_file IN.onnx OUT.onnx [--fp16] [--min-elements N] [--full-range]"
+                .into(),
+        );
     };
     let bytes = std::fs::read(input).map_err(|e| format!("reading {input}: {e}"))?;
     let model = OnnxModel::parse(&bytes).map_err(|e| format!("{input}: {e}"))?;

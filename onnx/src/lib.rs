@@ -1,9 +1,13 @@
 //! ONNX model files as data: parsing, input/output signatures, op statistics, and
-//! two graph rewrites used by the platform's variant generator:
+//! the graph rewrites used by the platform's variant generator:
 //!
 //! * [`quantize_dynamic_int8`]: INT8 dynamic quantisation of the weights of `MatMul`
 //!   and `Gemm` nodes, rewritten to ONNX Runtime's `com.microsoft.DynamicQuantizeMatMul`
 //!   contrib op (runs on ONNX Runtime's CPU execution provider);
+//! * [`quantize_static_int8`]: static INT8 quantisation in ONNX's QDQ format (uint8
+//!   activations from calibrated ranges, int8 per-channel weights, int32 biases) for
+//!   convolutional networks, which ONNX Runtime fuses into `QLinearConv` & co.; with
+//!   [`plan_static_int8`] and [`add_graph_outputs`] for the calibration run;
 //! * [`convert_fp16`]: float16 conversion of float initializers and float tensors,
 //!   keeping float32 graph inputs and outputs (Cast nodes at the boundary).
 //!
@@ -21,10 +25,15 @@ use serde::{Deserialize, Serialize};
 
 mod fp16;
 mod graph;
+mod qdq;
 mod quantize;
 mod tensor;
 
 pub use fp16::convert_fp16;
+pub use qdq::{
+    add_graph_outputs, plan_static_int8, quantize_static_int8, MatMulMode, Ranges, StaticPlan,
+    StaticQuantizeOptions, StaticQuantizeReport, TensorRange, MIN_QDQ_OPSET, REDUCED_WEIGHT_QMAX,
+};
 pub use quantize::{quantize_dynamic_int8, QuantizeOptions, QuantizeReport};
 
 /// The ONNX protobuf messages (`ModelProto`, `GraphProto`, `NodeProto`, ...), generated

@@ -5,6 +5,8 @@ use crate::proto::{tensor_proto::DataType, TensorProto};
 pub(crate) const FLOAT: i32 = DataType::Float as i32;
 pub(crate) const FLOAT16: i32 = DataType::Float16 as i32;
 pub(crate) const INT8: i32 = DataType::Int8 as i32;
+pub(crate) const UINT8: i32 = DataType::Uint8 as i32;
+pub(crate) const INT32: i32 = DataType::Int32 as i32;
 pub(crate) const INT64: i32 = DataType::Int64 as i32;
 use crate::proto::tensor_proto::DataLocation;
 
@@ -72,6 +74,15 @@ pub(crate) fn tensor_f32(name: String, dims: Vec<i64>, data: &[f32]) -> TensorPr
 pub(crate) fn tensor_i8(name: String, dims: Vec<i64>, data: &[i8]) -> TensorProto {
     let raw = data.iter().map(|v| v.to_le_bytes()[0]).collect();
     raw_tensor(name, dims, INT8, raw)
+}
+
+pub(crate) fn tensor_u8(name: String, dims: Vec<i64>, data: &[u8]) -> TensorProto {
+    raw_tensor(name, dims, UINT8, data.to_vec())
+}
+
+pub(crate) fn tensor_i32(name: String, dims: Vec<i64>, data: &[i32]) -> TensorProto {
+    let raw = data.iter().flat_map(|v| v.to_le_bytes()).collect();
+    raw_tensor(name, dims, INT32, raw)
 }
 
 /// float32 -> float16 bits, round to nearest even; finite values beyond the float16

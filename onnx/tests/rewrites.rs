@@ -3,6 +3,11 @@
 //! The rewritten models are also run with ONNX Runtime by tests/check_ort.py when
 //! `python3 -c "import onnxruntime"` works; without it the ORT part is skipped with a
 //! notice, except under `CI=true`, where it fails.
+//!
+//! The INT8 error bounds hold on both of ONNX Runtime's x86 u8 x s8 kernel paths (VNNI, and
+//! AVX2 without VNNI, whose int16 pair sums saturate with full 8-bit weights):
+//! `scripts/test-avx2.sh` runs these tests with the Python side under
+//! `qemu-x86_64 -cpu EPYC-Rome`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -320,11 +325,14 @@ fn quantize_mlp() {
         "mlp.onnx",
         &q,
         "mlp",
+        // Measured 0.060 with 7-bit weights, the same on a VNNI CPU and on the AVX2-only
+        // path (scripts/test-avx2.sh); full 8-bit weights give 0.047 with VNNI but 0.263 on
+        // AVX2, where the int16 pair sums saturate.
         &[
             "--max-abs-err",
-            "0.15",
+            "0.08",
             "--min-argmax-agree",
-            "0.9",
+            "0.95",
             "--require-op",
             "DynamicQuantizeMatMul",
             "--forbid-op",
@@ -379,11 +387,12 @@ fn quantize_gemm_transposed_with_bias() {
         "gemm.onnx",
         &q,
         "gemm",
+        // Measured 0.055 (7-bit weights, VNNI and AVX2 alike).
         &[
             "--max-abs-err",
-            "0.1",
+            "0.08",
             "--min-argmax-agree",
-            "0.9",
+            "0.95",
             "--require-op",
             "DynamicQuantizeMatMul",
         ],
@@ -424,12 +433,14 @@ fn quantize_sklearn_digits_classifier() {
                 .join("digits_expected_label.npy")
                 .to_str()
                 .unwrap(),
+            // Measured: max abs error 0.042, agreement 0.997 (7-bit weights, VNNI and
+            // AVX2 alike); 8-bit weights on AVX2: 0.302.
             "--min-label-agree",
-            "0.97",
+            "0.98",
             "--min-argmax-agree",
-            "0.97",
+            "0.98",
             "--max-abs-err",
-            "0.1",
+            "0.06",
         ],
     );
 }
@@ -471,19 +482,29 @@ fn quantize_options() {
         "mlp.onnx",
         &q,
         "mlp",
-        &["--max-abs-err", "0.25", "--min-argmax-agree", "0.9"],
+        // Measured 0.113 per tensor with 7-bit weights.
+        &["--max-abs-err", "0.15", "--min-argmax-agree", "0.95"],
     );
 
-    // reduce_range: 7-bit weights.
+    // 7-bit weights by default (exact on AVX2 CPUs without VNNI too); full 8-bit on request.
+    assert!(QuantizeOptions::default().reduce_range);
+    let (q, _) = quantize_dynamic_int8(&m, &QuantizeOptions::default()).unwrap();
+    for w in ["fc1.weight_quantized", "fc2.weight_quantized"] {
+        let raw = init(&q, w).unwrap().raw_data.as_ref().unwrap();
+        assert!(raw.iter().all(|&b| (b as i8).unsigned_abs() <= 63), "{w}");
+        assert!(raw.iter().any(|&b| (b as i8).unsigned_abs() == 63), "{w}");
+    }
     let opts = QuantizeOptions {
-        reduce_range: true,
+        reduce_range: false,
         ..Default::default()
     };
     let (q, _) = quantize_dynamic_int8(&m, &opts).unwrap();
-    let w = init(&q, "fc1.weight_quantized").unwrap();
-    let raw = w.raw_data.as_ref().unwrap();
-    assert!(raw.iter().all(|&b| (b as i8).abs() <= 63));
-    assert!(raw.iter().any(|&b| (b as i8).abs() == 63));
+    let raw = init(&q, "fc1.weight_quantized")
+        .unwrap()
+        .raw_data
+        .as_ref()
+        .unwrap();
+    assert!(raw.iter().any(|&b| (b as i8).unsigned_abs() == 127));
 }
 
 // ---------------------------------------------------------------------------
@@ -785,6 +806,7 @@ fn fp16_of_quantized_model_still_valid() {
         "mlp.onnx",
         &h,
         "mlp",
-        &["--max-abs-err", "0.15", "--require-op", "Cast"],
+        // Measured 0.060 (7-bit weights, float16 Adds).
+        &["--max-abs-err", "0.08", "--require-op", "Cast"],
     );
 }

@@ -154,6 +154,74 @@ impl From<Variant> for VariantView {
     }
 }
 
+/// A variant the registration did not keep: another variant of the model on the same
+/// hardware, intra-op threads and max batch is at least as accurate and at least as fast at
+/// every batch size (not more than 5% slower on mean and p50 at any). It is never served; a
+/// file none of whose variants is kept is deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct PrunedVariantView {
+    /// `{model}.{fp32|opt|int8|fp16}.{cpu|gpu}.t{threads}.b{max_batch}`.
+    pub name: String,
+    /// Which file: `source`, `optimized`, `int8`, `fp16`.
+    pub file: String,
+    /// `cpu` or `gpu`.
+    pub hardware: String,
+    pub threads: usize,
+    pub max_batch: usize,
+    /// Top-1 accuracy of its file on the validation set, in [0, 1].
+    pub accuracy: Option<f64>,
+    /// The kept variant that dominates it.
+    pub dominated_by: String,
+    /// Why, e.g. `accuracy 0.379 <= 1.000 of opt, not faster at any batch`.
+    pub reason: String,
+}
+
+impl PrunedVariantView {
+    /// One line per file, e.g. `int8: 14 variants, file removed: accuracy 0.379 <= 1.000 of
+    /// opt, not faster at any batch`; a file pruned for several reasons gives each with its
+    /// count: `...: REASON (10); REASON2 (4)`. `kept_files`: the files of the variants kept,
+    /// to tell whether a file keeps any.
+    pub fn summary(pruned: &[PrunedVariantView], kept_files: &[&str]) -> Vec<String> {
+        let mut files: Vec<(&str, Vec<(&str, usize)>)> = Vec::new();
+        for p in pruned {
+            let i = match files.iter().position(|(f, _)| *f == p.file) {
+                Some(i) => i,
+                None => {
+                    files.push((&p.file, Vec::new()));
+                    files.len() - 1
+                }
+            };
+            let reasons = &mut files[i].1;
+            match reasons.iter_mut().find(|(r, _)| *r == p.reason) {
+                Some(r) => r.1 += 1,
+                None => reasons.push((&p.reason, 1)),
+            }
+        }
+        files
+            .into_iter()
+            .map(|(file, mut reasons)| {
+                reasons.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+                let n: usize = reasons.iter().map(|(_, n)| n).sum();
+                let s = if n == 1 { "" } else { "s" };
+                let removed = if kept_files.contains(&file) {
+                    ""
+                } else {
+                    ", file removed"
+                };
+                let why = match reasons.as_slice() {
+                    [(r, _)] => r.to_string(),
+                    _ => reasons
+                        .iter()
+                        .map(|(r, n)| format!("{r} ({n})"))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                };
+                format!("{file}: {n} variant{s}{removed}: {why}")
+            })
+            .collect()
+    }
+}
+
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct ModelView {
     pub name: String,
@@ -177,11 +245,16 @@ pub struct ModelView {
     pub label_names: Option<Vec<String>>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// The variants kept (pruned ones are in `pruned`).
     pub variants: Vec<VariantView>,
+    /// The variants the registration did not keep, with the variant that dominates each and
+    /// why (also summed up in the final `progress_detail`).
+    #[serde(default)]
+    pub pruned: Vec<PrunedVariantView>,
 }
 
 impl ModelView {
-    /// The view of model `m` with its `variants`.
+    /// The view of model `m` with its `variants` (and no pruned ones: [`ModelView::with_pruned`]).
     pub fn new(m: Model, variants: Vec<Variant>) -> ModelView {
         ModelView {
             name: m.name,
@@ -199,7 +272,14 @@ impl ModelView {
             created_at_ms: m.created_at_ms,
             updated_at_ms: m.updated_at_ms,
             variants: variants.into_iter().map(Into::into).collect(),
+            pruned: Vec::new(),
         }
+    }
+
+    /// The view with the variants the registration pruned.
+    pub fn with_pruned(mut self, pruned: Vec<PrunedVariantView>) -> ModelView {
+        self.pruned = pruned;
+        self
     }
 }
 
@@ -259,4 +339,54 @@ pub struct JobView {
     pub created_at_ms: i64,
     pub started_at_ms: Option<i64>,
     pub finished_at_ms: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pruned(file: &str, threads: usize, reason: &str) -> PrunedVariantView {
+        PrunedVariantView {
+            name: format!("m.{file}.cpu.t{threads}.b1"),
+            file: file.into(),
+            hardware: "cpu".into(),
+            threads,
+            max_batch: 1,
+            accuracy: Some(0.5),
+            dominated_by: format!("m.opt.cpu.t{threads}.b1"),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn pruned_variants_sum_up_per_file_and_reason() {
+        let list = vec![
+            pruned("int8", 1, "worse than opt"),
+            pruned("int8", 2, "worse than fp32"),
+            pruned("source", 1, "tie"),
+            pruned("int8", 3, "worse than fp32"),
+        ];
+        assert_eq!(
+            PrunedVariantView::summary(&list, &["optimized", "source"]),
+            vec![
+                "int8: 3 variants, file removed: worse than fp32 (2); worse than opt (1)"
+                    .to_string(),
+                "source: 1 variant: tie".to_string(),
+            ]
+        );
+        assert!(PrunedVariantView::summary(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn a_model_view_without_pruned_variants_still_reads() {
+        // Answers of servers older than pruning have no `pruned` field.
+        let json = serde_json::json!({
+            "name": "m", "app": "a", "task": "classification", "status": "ready",
+            "progress": 1.0, "progress_detail": "ready", "size_bytes": 1, "sha256": "00",
+            "signature": null, "output": null, "label_names": null, "created_at_ms": 0,
+            "updated_at_ms": 0, "variants": []
+        });
+        let m: ModelView = serde_json::from_value(json).expect("a model view");
+        assert!(m.pruned.is_empty());
+    }
 }

@@ -112,6 +112,7 @@ fn case(rng: &mut Rng) -> Case {
             alive: true,
             utilisation: rng.unit(),
             interference_seen: false,
+            busy_threads: 0,
         })
         .collect();
     let mut used = [0usize; WORKERS];

@@ -154,6 +154,7 @@ fn snapshot(n: &Names, rng: &mut Rng) -> Snapshot {
             alive: true,
             utilisation: rng.unit(),
             interference_seen: false,
+            busy_threads: 0,
         })
         .expect("unique worker");
     }

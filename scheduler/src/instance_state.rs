@@ -16,10 +16,12 @@ pub enum InstanceState {
     Inactive,
     /// Loaded and serving below its peak throughput at its profiled latency.
     Active,
-    /// Serving at (or queueing beyond) its peak throughput.
+    /// Serving at (or queueing beyond) its peak throughput, or answering its queries after
+    /// their SLOs.
     Overloaded,
-    /// Not overloaded, but its observed latency is well above the profiled one: co-located work
-    /// contends for caches, memory bandwidth or cores.
+    /// Not overloaded, but its observed latency is well above the profiled one while the
+    /// platform's own instances leave the worker's cores to spare: work the platform did not
+    /// place contends for caches, memory bandwidth or cores.
     Interfered,
 }
 
@@ -55,6 +57,14 @@ pub struct InstanceFigures {
     pub p99_ms_observed: Option<f64>,
     /// Profiled p99 at the batch the instance typically runs, in ms.
     pub p99_ms_profiled: f64,
+    /// Queries with a latency SLO that the instance answered over the window.
+    pub slo_answered: u64,
+    /// Of those, the ones answered after their SLO (end to end, as their callers saw them).
+    pub slo_late: u64,
+    /// Whether the worker's contention is the platform's own ([`self_contended`]): a slow
+    /// instance there is slowed by its neighbours on the platform (which placement and scaling
+    /// account for), not by outside interference.
+    pub self_contended: bool,
 }
 
 /// Entry and exit thresholds of the state machine. Each `exit_*` must not be above its
@@ -84,6 +94,20 @@ pub struct Thresholds {
     /// times the profile without any co-located model slowing them. Leaving Interfered uses
     /// the same floor scaled by `exit_interference / enter_interference`.
     pub interference_floor_ms: f64,
+    /// Enter Overloaded when at least `late_min_queries` queries and at least this fraction of
+    /// the window's queries with an SLO were answered late (default 0.02: an instance that
+    /// misses more than 2% of its deadlines misses the platform's 99% target whatever its
+    /// profile says).
+    pub enter_late_fraction: f64,
+    /// Stay Overloaded while more than this fraction of the window's queries with an SLO
+    /// are late (default 0.005).
+    pub exit_late_fraction: f64,
+    /// Fewest late queries in a window that can make an instance Overloaded (default 3: one
+    /// or two late queries among a handful are noise, not overload).
+    pub late_min_queries: u64,
+    /// Interference needs a neighbour: a worker is self-contended ([`self_contended`]) unless
+    /// work other than the platform's uses at least this fraction of its cores (default 0.2).
+    pub neighbour_share: f64,
 }
 
 impl Default for Thresholds {
@@ -96,7 +120,63 @@ impl Default for Thresholds {
             enter_interference: 1.5,
             exit_interference: 1.2,
             interference_floor_ms: 1.0,
+            enter_late_fraction: 0.02,
+            exit_late_fraction: 0.005,
+            late_min_queries: 3,
+            neighbour_share: 0.2,
         }
+    }
+}
+
+/// Whether a worker's contention is the platform's own: the threads of its busy instances
+/// exceed its `cores`, or what other work uses of them (`utilisation`, the busy fraction of the
+/// worker's cores whoever uses them, less `own_utilisation`, the worker process's own share:
+/// its instances and, for the embedded worker, the serving edge) is under
+/// [`Thresholds::neighbour_share`]. Only on a worker that is not self-contended can a slow
+/// instance be Interfered. The controller reads the figures from the worker's heartbeat; the
+/// simulator from its batches and its SIMULATED noisy neighbours.
+pub fn self_contended(
+    busy_threads: usize,
+    cores: usize,
+    own_utilisation: f64,
+    utilisation: f64,
+    t: &Thresholds,
+) -> bool {
+    busy_threads > cores || utilisation - own_utilisation < t.neighbour_share
+}
+
+/// Bounds of [`busy_latency_scale`]: a profile is never read faster than measured idle, nor
+/// slower than this many times it (a larger gap is overload or interference, which the state
+/// machine judges, not a profile to serve by).
+pub const MAX_BUSY_LATENCY_SCALE: f64 = 3.0;
+
+/// Weight of the latest window in [`busy_latency_scale`].
+pub const BUSY_LATENCY_WEIGHT: f64 = 0.3;
+
+/// Runs slower than the profile by less than this many ms leave [`busy_latency_scale`] at 1:
+/// for variants that run in microseconds, a shared core's wake-up jitter is several times the
+/// profile and says nothing about what a query waits.
+pub const BUSY_LATENCY_FLOOR_MS: f64 = 0.5;
+
+/// How much slower than its idle profile a variant runs on a busy worker, updated with one
+/// window's figures: `prev` moved by [`BUSY_LATENCY_WEIGHT`] toward `observed_ms / profiled_ms`
+/// (the median session run time against the profiled median at the same batch), clamped to
+/// `[1, MAX_BUSY_LATENCY_SCALE]` (1 when the runs are within [`BUSY_LATENCY_FLOOR_MS`] of the
+/// profile). Selection and the overload test read the profile times this,
+/// so that they count what an instance delivers beside the serving edge and its neighbours, not
+/// an idle best case. A window without a measurement (`None`, or no profile) keeps `prev`.
+pub fn busy_latency_scale(prev: f64, observed_ms: Option<f64>, profiled_ms: f64) -> f64 {
+    let prev = prev.clamp(1.0, MAX_BUSY_LATENCY_SCALE);
+    match observed_ms {
+        Some(o) if o > 0.0 && profiled_ms > 0.0 => {
+            let ratio = if o - profiled_ms < BUSY_LATENCY_FLOOR_MS {
+                1.0
+            } else {
+                (o / profiled_ms).clamp(1.0, MAX_BUSY_LATENCY_SCALE)
+            };
+            prev + BUSY_LATENCY_WEIGHT * (ratio - prev)
+        }
+        _ => prev,
     }
 }
 
@@ -113,9 +193,15 @@ pub fn peak_qps(max_batch: usize, mean_ms: f64) -> f64 {
 /// The state of an instance after a window with `f`, given its state `prev` before it.
 ///
 /// Overload is judged first (an overloaded instance's latency is high for a reason the
-/// autoscaler handles), then interference. A zero `peak_qps` or `p99_ms_profiled` (no usable
-/// profile) disables the criterion that needs it. A window without observed latency carries no
-/// evidence of interference, so an idle Interfered instance returns to Active and is probed again.
+/// autoscaler handles): throughput at the profiled peak or a queue of more than a few batches.
+/// Then interference, only on a worker that is not self-contended: a slow instance on cores
+/// the platform's own instances fill is slowed by them, not by a neighbour. Queries answered
+/// after their SLOs (measured, whatever the profile says) make the instance Overloaded, unless
+/// they are late because it is Interfered (its runs slowed on a worker with room: moving it is
+/// the remedy, not more of it). A zero `peak_qps` or `p99_ms_profiled` (no
+/// usable profile) disables the criterion that needs it. A window without observed latency
+/// carries no evidence of interference, so an idle Interfered instance returns to Active and is
+/// probed again.
 pub fn next_state(prev: InstanceState, f: &InstanceFigures, t: &Thresholds) -> InstanceState {
     debug_assert!(t.exit_overload <= t.enter_overload);
     debug_assert!(t.exit_queue_batches <= t.enter_queue_batches);
@@ -126,13 +212,22 @@ pub fn next_state(prev: InstanceState, f: &InstanceFigures, t: &Thresholds) -> I
     let batch = f.max_batch.max(1) as f64;
     let queue = f.queue_len as f64;
     let busy = |factor: f64| f.peak_qps > 0.0 && f.qps >= factor * f.peak_qps;
-    let overloaded = if prev == InstanceState::Overloaded {
-        // Stay unless both throughput and queue are clearly down.
-        busy(t.exit_overload) || queue > t.exit_queue_batches * batch
-    } else {
-        busy(t.enter_overload) || queue > t.enter_queue_batches * batch
+    let late = |fraction: f64, min: u64| {
+        f.slo_late >= min.max(1) && f.slo_late as f64 > fraction * f.slo_answered as f64
     };
-    if overloaded {
+    let (saturated, late) = if prev == InstanceState::Overloaded {
+        // Stay unless throughput, queue and lateness are all clearly down.
+        (
+            busy(t.exit_overload) || queue > t.exit_queue_batches * batch,
+            late(t.exit_late_fraction, 1),
+        )
+    } else {
+        (
+            busy(t.enter_overload) || queue > t.enter_queue_batches * batch,
+            late(t.enter_late_fraction, t.late_min_queries),
+        )
+    };
+    if saturated {
         return InstanceState::Overloaded;
     }
     let slow = |factor: f64, floor_ms: f64| match f.p99_ms_observed {
@@ -142,16 +237,22 @@ pub fn next_state(prev: InstanceState, f: &InstanceFigures, t: &Thresholds) -> I
         }
         None => false,
     };
-    let interfered = if prev == InstanceState::Interfered {
-        let scale = if t.enter_interference > 0.0 {
-            t.exit_interference / t.enter_interference
+    let interfered = !f.self_contended
+        && if prev == InstanceState::Interfered {
+            let scale = if t.enter_interference > 0.0 {
+                t.exit_interference / t.enter_interference
+            } else {
+                1.0
+            };
+            slow(t.exit_interference, t.interference_floor_ms * scale)
         } else {
-            1.0
+            slow(t.enter_interference, t.interference_floor_ms)
         };
-        slow(t.exit_interference, t.interference_floor_ms * scale)
-    } else {
-        slow(t.enter_interference, t.interference_floor_ms)
-    };
+    // Late queries from runs slowed on a worker the platform's own instances leave room on
+    // are interference (moving the instance helps); otherwise lateness is overload.
+    if late && !interfered {
+        return InstanceState::Overloaded;
+    }
     if interfered {
         InstanceState::Interfered
     } else {
@@ -174,6 +275,9 @@ mod tests {
             max_batch: 8,
             p99_ms_observed: Some(10.0),
             p99_ms_profiled: 10.0,
+            slo_answered: 100,
+            slo_late: 0,
+            self_contended: false,
         }
     }
 
@@ -326,6 +430,80 @@ mod tests {
     }
 
     #[test]
+    fn queries_answered_late_enter_overload_whatever_the_profile_says() {
+        // Far below the profiled peak, a short queue, the profile's latency: but 3 of 100
+        // queries missed their SLO.
+        let late = |answered: u64, late: u64| InstanceFigures {
+            slo_answered: answered,
+            slo_late: late,
+            ..figures()
+        };
+        assert_eq!(step(Active, late(100, 3)), Overloaded);
+        assert_eq!(step(Interfered, late(100, 3)), Overloaded);
+        // 2% of 100 is not more than 2%; 2 late queries are under the minimum count.
+        assert_eq!(step(Active, late(100, 2)), Active);
+        assert_eq!(step(Active, late(10, 2)), Active);
+        assert_eq!(step(Active, late(20, 3)), Overloaded);
+        // Stays while more than 0.5% are late, leaves below.
+        assert_eq!(step(Overloaded, late(100, 1)), Overloaded);
+        assert_eq!(step(Overloaded, late(1000, 5)), Active);
+        assert_eq!(step(Overloaded, late(1000, 6)), Overloaded);
+        assert_eq!(step(Overloaded, late(0, 0)), Active);
+    }
+
+    #[test]
+    fn contention_is_the_platforms_own_unless_a_neighbour_takes_a_share() {
+        let t = Thresholds::default();
+        // The platform's process takes 0.9 of the cores, the machine 0.95: its own.
+        assert!(self_contended(2, 2, 0.9, 0.95, &t));
+        // Half the cores busy with another process's work: a neighbour.
+        assert!(!self_contended(1, 2, 0.45, 0.95, &t));
+        assert!(!self_contended(1, 2, 0.3, 0.5, &t));
+        // More busy threads than cores: the platform's doing, whoever else runs.
+        assert!(self_contended(3, 2, 0.3, 1.0, &t));
+        // A quiet machine: nothing to blame on a neighbour.
+        assert!(self_contended(1, 2, 0.1, 0.15, &t));
+    }
+
+    #[test]
+    fn a_self_contended_worker_is_not_interference() {
+        // Twice the profiled p99 while the platform's own instances fill the cores.
+        let f = InstanceFigures {
+            p99_ms_observed: Some(20.0),
+            self_contended: true,
+            ..figures()
+        };
+        assert_eq!(step(Active, f), Active);
+        assert_eq!(step(Interfered, f), Active);
+        assert_eq!(
+            step(
+                Active,
+                InstanceFigures {
+                    self_contended: false,
+                    ..f
+                }
+            ),
+            Interfered
+        );
+        // Late queries on a self-contended worker: Overloaded.
+        let f = InstanceFigures { slo_late: 10, ..f };
+        assert_eq!(step(Active, f), Overloaded);
+        // The same late queries from runs slowed on a worker with room: Interfered (a
+        // neighbour slows it; moving it helps, more of it does not).
+        let quiet = InstanceFigures {
+            self_contended: false,
+            ..f
+        };
+        assert_eq!(step(Active, quiet), Interfered);
+        // Late at the profiled speed: queueing, so Overloaded.
+        let queueing = InstanceFigures {
+            p99_ms_observed: Some(10.0),
+            ..quiet
+        };
+        assert_eq!(step(Active, queueing), Overloaded);
+    }
+
+    #[test]
     fn missing_profile_disables_its_criterion() {
         let f = InstanceFigures {
             peak_qps: 0.0,
@@ -385,6 +563,29 @@ mod tests {
             ..figures()
         });
         assert_eq!(transitions(Interfered, seq), 1);
+    }
+
+    #[test]
+    fn busy_latency_scale_follows_the_measured_runs_within_bounds() {
+        // Runs at 1.5x the profile: 1 -> 1.15 -> 1.255 ...
+        let s = busy_latency_scale(1.0, Some(3.0), 2.0);
+        assert!((s - 1.15).abs() < 1e-12, "{s}");
+        let s = busy_latency_scale(s, Some(3.0), 2.0);
+        assert!((s - 1.255).abs() < 1e-12, "{s}");
+        // Faster than the profile reads as the profile; far slower is capped.
+        assert_eq!(busy_latency_scale(1.0, Some(1.0), 2.0), 1.0);
+        let mut s = 1.0;
+        for _ in 0..100 {
+            s = busy_latency_scale(s, Some(100.0), 2.0);
+        }
+        assert!((s - MAX_BUSY_LATENCY_SCALE).abs() < 1e-9, "{s}");
+        // Microseconds over a microsecond profile are jitter, not a slower variant.
+        assert_eq!(busy_latency_scale(1.0, Some(0.3), 0.05), 1.0);
+        // Nothing measured, or no profile: unchanged.
+        assert_eq!(busy_latency_scale(1.4, None, 2.0), 1.4);
+        assert_eq!(busy_latency_scale(1.4, Some(3.0), 0.0), 1.4);
+        // Back toward 1 when the worker quietens.
+        assert!(busy_latency_scale(2.0, Some(2.0), 2.0) < 2.0);
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //!   greedy fallback), MostAccurateFirst routing and early dropping with opportunistic
 //!   rerouting, for pipelines whose tasks trade accuracy for throughput.
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
+//! - [`prune`]: which generated variants a registration keeps (dominated ones are pruned).
 //! - [`pipeline`]: pipelines of models: InferLine's planner (options, batch sizes and replicas
 //!   per node against an end-to-end latency SLO, model-less) and its reactive tuner.
 
@@ -21,12 +22,17 @@ pub mod loki;
 pub mod milp;
 pub mod offline;
 pub mod pipeline;
+pub mod prune;
 pub mod select;
 pub mod snapshot;
 
-pub use instance_state::{next_state, peak_qps, InstanceFigures, InstanceState, Thresholds};
+pub use instance_state::{
+    busy_latency_scale, next_state, peak_qps, self_contended, InstanceFigures, InstanceState,
+    Thresholds,
+};
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{
     variant_cost_per_query, Clock, InFlight, InFlightGuard, InstanceEntry, PendingLoad, Prices,
-    Snapshot, SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry, INTERFERENCE_MEMORY_MS,
+    Snapshot, SnapshotBuilder, SnapshotError, VariantEntry, WorkerEntry, BUSY_WITHIN_MS,
+    INTERFERENCE_MEMORY_MS,
 };

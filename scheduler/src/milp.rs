@@ -10,8 +10,8 @@
 //!   build, about 4 minutes more), thread-safe.
 //!
 //! CBC is the default because it is 4-8x faster on the policies' problems; HiGHS proves more
-//! of the symmetric per-worker placements within a time limit. The README's "MILP solver"
-//! section has the measurements.
+//! of the symmetric per-worker placements within a time limit. The measurements are in
+//! docs/benchmarks.md, "MILP solvers: CBC and HiGHS".
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -288,9 +288,10 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         .take_while(|v| q.min_accuracy.is_none_or(|min| v.accuracy >= min))
         .any(|v| eligible(v, q, prices, rows));
     if any_eligible {
-        // With instances already live (busy, overloaded or interfered), a load is a replica:
-        // worth it only on a CPU that has idle cores for it.
-        let replica = fallback.is_some();
+        // With instances already live (busy, overloaded or interfered), or a load under way
+        // for the target, a load is a replica: worth it only on a CPU that has idle cores for
+        // it, beside the threads its busy instances and loads run.
+        let replica = fallback.is_some() || list.iter().any(|&vi| s.pending_load(vi).is_some());
         if let Some(mut load) = best_load(s, q, prices, list, rows, replica, explain) {
             if let Decision::Load {
                 wait: false,
@@ -487,12 +488,16 @@ fn best_load(
 
 /// The least-loaded ([`WorkerEntry::load`]) live worker with `v`'s hardware, free cores for
 /// its threads and free memory for it. A `replica` of a CPU variant (its family already has
-/// live instances, all busy) also needs idle CPU cores for its threads: on a CPU that is busy
-/// anyway another instance adds no capacity, only a second queue.
+/// live instances, all busy: another replica of the variant, or another variant of the same
+/// target) also needs idle CPU cores for its threads, and cores its worker's busy instances
+/// and loads under way leave ([`Snapshot::busy_threads`]): on a CPU that is busy anyway another
+/// instance adds no capacity, only a second queue and threads that contend for the same cores.
 fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let workers = s.workers();
-    let adds_capacity = |w: &WorkerEntry| {
-        !replica || v.hardware != HardwareKind::Cpu || w.idle_cpu_cores() >= v.threads
+    let adds_capacity = |wi: usize, w: &WorkerEntry| {
+        !replica
+            || v.hardware != HardwareKind::Cpu
+            || (w.idle_cpu_cores() >= v.threads && s.busy_threads(wi) + v.threads <= w.cpu_cores)
     };
     // The least loaded; among equally loaded ones the one with the most free cores (the most
     // room left), then the lowest id, so that the choice does not depend on the index order.
@@ -506,7 +511,7 @@ fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
-        if w.can_host(v) && adds_capacity(w) && best.is_none_or(|b| better(w, &workers[b])) {
+        if w.can_host(v) && adds_capacity(wi, w) && best.is_none_or(|b| better(w, &workers[b])) {
             best = Some(wi);
         }
     }
@@ -994,6 +999,79 @@ mod tests {
         f.worker("only", 0.97);
         let s = f.b.build();
         assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+    }
+
+    /// Capacity is counted in cores: a replica (or another variant of a busy target) is placed
+    /// only where the threads of the worker's busy instances, and of loads under way there,
+    /// leave cores for its threads, whatever the worker's thread budget says.
+    #[test]
+    fn no_replica_beyond_the_cores_that_busy_instances_leave() {
+        let mut f = fixture();
+        let small = f.small;
+        let w = f.worker("only", 0.1);
+        let hot = f.instance("hot", small, w);
+        let mut s = f.b.build();
+        s.set_instance_state(hot, InstanceState::Overloaded)
+            .unwrap();
+        let q = app(Some(1.0), None);
+        let cores = s.workers()[w].cpu_cores;
+        // One core left by the busy instances: a one-thread replica.
+        s.set_worker_busy_threads(w, cores - 1).unwrap();
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+        // Every core taken by busy threads (utilisation reads low, budget is free): no load.
+        s.set_worker_busy_threads(w, cores).unwrap();
+        assert!(s.workers()[w].can_host(&s.variants()[small]));
+        assert_eq!(served_variant(&select(&s, &q, &PRICES)), small);
+        // A load under way on the worker takes the last core as well.
+        s.set_worker_busy_threads(w, cores - 1).unwrap();
+        // (`big` is too slow for the query's 1 ms SLO: the query cannot join its load.)
+        let big = s.variant_index("big").unwrap();
+        s.add_pending_load(PendingLoad {
+            variant: big,
+            worker: w,
+            started_ms: 0.0,
+            waiting: 0,
+            live: InFlight::default(),
+        })
+        .unwrap();
+        assert_eq!(s.busy_threads(w), cores);
+        match select(&s, &q, &PRICES) {
+            Decision::Serve { instance, .. } => assert_eq!(instance, hot),
+            d => panic!("{d:?}"),
+        }
+        // The first instance of a target still loads on a busy CPU (nothing else serves it).
+        let mut f = fixture();
+        let w = f.worker("only", 0.1);
+        let mut s = f.b.build();
+        let cores = s.workers()[w].cpu_cores;
+        s.set_worker_busy_threads(w, 64).unwrap();
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+        // But once a load for the target is under way, loading another variant of it is a
+        // replica: a query that cannot wait for the load does not start a second one on cores
+        // the first takes.
+        s.set_worker_busy_threads(w, cores - 1).unwrap();
+        let small = s.variant_index("small").unwrap();
+        s.add_pending_load(PendingLoad {
+            variant: small,
+            worker: w,
+            started_ms: 0.0,
+            waiting: 10_000,
+            live: InFlight::default(),
+        })
+        .unwrap();
+        let q = app(Some(10.0), None);
+        match select(&s, &q, &PRICES) {
+            Decision::Load { variant, wait, .. } => {
+                assert_eq!(variant, small, "joins the load under way");
+                assert!(!wait, "the load is too far behind for the SLO");
+            }
+            d => panic!("{d:?}"),
+        }
+        s.set_worker_busy_threads(w, 0).unwrap();
+        match select(&s, &q, &PRICES) {
+            Decision::Load { variant, .. } => assert_ne!(variant, small, "a second variant"),
+            d => panic!("{d:?}"),
+        }
     }
 
     #[test]

@@ -112,7 +112,16 @@ pub struct WorkerEntry {
     /// An instance on this worker was Interfered within the last
     /// [`INTERFERENCE_MEMORY_MS`]: a co-located workload slowed it, and may still.
     pub interference_seen: bool,
+    /// Intra-op threads of the worker's busy CPU instances: those that ran in the last window
+    /// or have rows queued or a batch in flight. These threads compete for `cpu_cores`; idle
+    /// sessions hold memory but no CPU.
+    pub busy_threads: usize,
 }
+
+/// An instance that finished a batch within this many milliseconds, or has rows queued or a
+/// batch running, is busy: its threads count in [`WorkerEntry::busy_threads`] (the controller
+/// and the simulator alike).
+pub const BUSY_WITHIN_MS: f64 = 5_000.0;
 
 /// How long a worker counts as noisy after an instance on it was last Interfered
 /// ([`WorkerEntry::interference_seen`]), in milliseconds: long enough that an instance moved
@@ -148,6 +157,12 @@ impl WorkerEntry {
     pub fn idle_cpu_cores(&self) -> usize {
         let idle = (1.0 - self.utilisation.clamp(0.0, 1.0)) * self.cpu_cores as f64;
         idle.round() as usize
+    }
+
+    /// Cores of the worker's CPU that its busy instances' threads leave ([`Self::busy_threads`]):
+    /// what another busy instance may take without running more threads than cores.
+    pub fn spare_cpu_threads(&self) -> usize {
+        self.cpu_cores.saturating_sub(self.busy_threads)
     }
 
     pub fn free_memory(&self) -> u64 {
@@ -743,6 +758,38 @@ impl Snapshot {
         Ok(())
     }
 
+    /// Sets the intra-op threads of a worker's busy instances (O(1); see
+    /// [`WorkerEntry::busy_threads`]).
+    pub fn set_worker_busy_threads(
+        &mut self,
+        worker: usize,
+        busy_threads: usize,
+    ) -> Result<(), SnapshotError> {
+        self.workers
+            .get_mut(worker)
+            .ok_or(SnapshotError::UnknownWorker(worker))?
+            .busy_threads = busy_threads;
+        Ok(())
+    }
+
+    /// Intra-op threads that compete for worker `worker`'s CPU cores: its busy instances'
+    /// ([`WorkerEntry::busy_threads`]) and those of the CPU variants being loaded there for
+    /// waiting queries (busy as soon as they are ready). O(pending loads).
+    pub fn busy_threads(&self, worker: usize) -> usize {
+        let Some(w) = self.workers.get(worker) else {
+            return 0;
+        };
+        let loading: usize = self
+            .pending
+            .iter()
+            .filter(|p| p.worker == worker)
+            .filter_map(|p| self.variants.get(p.variant))
+            .filter(|v| v.hardware == HardwareKind::Cpu)
+            .map(|v| v.threads)
+            .sum();
+        w.busy_threads + loading
+    }
+
     /// Marks whether interference was seen on a worker lately (O(1); see
     /// [`WorkerEntry::interference_seen`]).
     pub fn set_worker_interference(
@@ -839,6 +886,7 @@ pub(crate) mod tests {
             alive: true,
             utilisation,
             interference_seen: false,
+            busy_threads: 0,
         }
     }
 
@@ -999,6 +1047,9 @@ pub(crate) mod tests {
             max_batch: 8,
             p99_ms_observed: Some(4.0),
             p99_ms_profiled: 4.0,
+            slo_answered: 0,
+            slo_late: 0,
+            self_contended: false,
         };
         let t = Thresholds::default();
         assert_eq!(

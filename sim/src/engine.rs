@@ -21,8 +21,9 @@ use infaas_scheduler::offline::{
 };
 use infaas_scheduler::Target;
 use infaas_scheduler::{
-    Clock, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot,
-    SnapshotError, Thresholds, VariantEntry, WorkerEntry, INTERFERENCE_MEMORY_MS,
+    self_contended, Clock, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices,
+    Snapshot, SnapshotError, Thresholds, VariantEntry, WorkerEntry, BUSY_WITHIN_MS,
+    INTERFERENCE_MEMORY_MS,
 };
 
 use crate::catalogue::{Accelerator, Profile};
@@ -401,6 +402,14 @@ struct Inst {
     /// The job waiting for this instance's load.
     job: Option<usize>,
     served_window: u64,
+    /// Online queries with an SLO it answered in the window, and how many of them late.
+    slo_answered_window: u64,
+    slo_late_window: u64,
+    /// When it last finished a batch (busy within [`BUSY_WITHIN_MS`] of it).
+    last_served_ms: f64,
+    /// When it became ready: queries that arrived before waited for its load, and their
+    /// lateness says nothing of how it serves (the controller counts them alike).
+    ready_ms: f64,
     /// Core-milliseconds its batches ran in the window.
     busy_window_ms: f64,
     state_since_ms: f64,
@@ -739,6 +748,10 @@ impl<'t> Engine<'t> {
             slowdown: 1.0,
             job: None,
             served_window: 0,
+            slo_answered_window: 0,
+            slo_late_window: 0,
+            last_served_ms: f64::NEG_INFINITY,
+            ready_ms: f64::INFINITY,
             busy_window_ms: 0.0,
             state_since_ms: self.now,
         });
@@ -762,6 +775,7 @@ impl<'t> Engine<'t> {
     }
 
     fn ready(&mut self, e: usize) {
+        self.insts[e].ready_ms = self.now;
         let (variant, worker) = (self.insts[e].variant, self.insts[e].worker);
         if self.loading.get(&variant) == Some(&e) {
             self.loading.remove(&variant);
@@ -888,6 +902,7 @@ impl<'t> Engine<'t> {
         let accuracy = self.snapshot.variants()[self.insts[e].variant].accuracy;
         let batch = std::mem::take(&mut self.insts[e].running);
         self.insts[e].served_window += batch.len() as u64;
+        self.insts[e].last_served_ms = self.now;
         let now = self.now;
         let job_rows = batch.iter().filter(|p| p.job).count() as u64;
         if job_rows > 0 {
@@ -897,6 +912,10 @@ impl<'t> Engine<'t> {
             let latency = now - p.at_ms + self.overhead();
             self.online_window.add(latency, p.slo_ms);
             let met = latency <= p.slo_ms;
+            if p.slo_ms.is_finite() && p.at_ms >= self.insts[e].ready_ms {
+                self.insts[e].slo_answered_window += 1;
+                self.insts[e].slo_late_window += u64::from(!met);
+            }
             self.sec(p.at_ms);
             let at = second(p.at_ms);
             for s in [&mut self.seconds[at], &mut self.per_app[p.app]] {
@@ -1183,6 +1202,29 @@ impl<'t> Engine<'t> {
 
     fn tick(&mut self, policy: &mut dyn Policy) {
         let secs = self.cluster.tick_ms / 1e3;
+        // Each worker's busy fraction of its cores over the window, from the batches its
+        // instances ran (what the controller reads from its workers), and the threads of its
+        // busy instances (what capacity is counted in).
+        let workers = self.snapshot.workers().len();
+        let (mut busy, mut busy_threads) = (vec![0.0; workers], vec![0usize; workers]);
+        for inst in self.insts.iter_mut().filter(|i| !i.gone) {
+            busy[inst.worker] += std::mem::take(&mut inst.busy_window_ms);
+            let cpu = self.snapshot.variants()[inst.variant].hardware == HardwareKind::Cpu;
+            let active = self.now - inst.last_served_ms < BUSY_WITHIN_MS
+                || !inst.queue.is_empty()
+                || !inst.running.is_empty();
+            if inst.ready && cpu && active {
+                busy_threads[inst.worker] += inst.threads;
+            }
+        }
+        let util: Vec<f64> = busy
+            .iter()
+            .enumerate()
+            .map(|(w, b)| {
+                let e = &self.snapshot.workers()[w];
+                (b / (e.cores.max(1) as f64 * self.cluster.tick_ms)).min(1.0)
+            })
+            .collect();
         // The monitoring window: every serving instance along the state machine.
         for s in 0..self.by_snapshot.len() {
             let e = self.by_snapshot[s];
@@ -1205,6 +1247,19 @@ impl<'t> Engine<'t> {
                 max_batch: v.max_batch,
                 p99_ms_observed: (inst.served_window > 0).then_some(observed),
                 p99_ms_profiled: profiled,
+                slo_answered: inst.slo_answered_window,
+                slo_late: inst.slo_late_window,
+                // A SIMULATED noisy neighbour that slows batches by `f` takes `1 - 1/f` of
+                // the worker's cores beside the instances' own busy fraction.
+                self_contended: self_contended(
+                    busy_threads[inst.worker],
+                    self.snapshot.workers()[inst.worker].cpu_cores,
+                    util[inst.worker],
+                    (util[inst.worker]
+                        + (1.0 - 1.0 / noise_at(&self.cluster.noise, inst.worker, self.now)))
+                    .min(1.0),
+                    &self.thresholds,
+                ),
             };
             let before = self.snapshot.instances()[s].state;
             if let Ok(after) = self
@@ -1219,7 +1274,10 @@ impl<'t> Engine<'t> {
                         .insert(self.insts[e].worker, self.now);
                 }
             }
-            self.insts[e].served_window = 0;
+            let inst = &mut self.insts[e];
+            inst.served_window = 0;
+            inst.slo_answered_window = 0;
+            inst.slo_late_window = 0;
         }
         // Workers where an instance was Interfered lately (placement avoids them).
         for w in 0..self.snapshot.workers().len() {
@@ -1229,20 +1287,14 @@ impl<'t> Engine<'t> {
                 .is_some_and(|&at| self.now - at <= INTERFERENCE_MEMORY_MS);
             let _ = self.snapshot.set_worker_interference(w, seen);
         }
-        // Each worker's busy fraction of its cores over the window, from the batches its
-        // instances ran (what the controller reads from its workers).
-        let mut busy = vec![0.0; self.snapshot.workers().len()];
-        for inst in self.insts.iter_mut().filter(|i| !i.gone) {
-            busy[inst.worker] += std::mem::take(&mut inst.busy_window_ms);
-        }
-        for (w, b) in busy.into_iter().enumerate() {
+        for (w, (u, threads)) in util.into_iter().zip(busy_threads).enumerate() {
             let e = &self.snapshot.workers()[w];
             if !e.alive {
                 continue;
             }
-            let util = (b / (e.cores.max(1) as f64 * self.cluster.tick_ms)).min(1.0);
             let (cores, memory) = (e.cores_used, e.memory_used);
-            let _ = self.snapshot.set_worker_usage(w, cores, memory, util);
+            let _ = self.snapshot.set_worker_usage(w, cores, memory, u);
+            let _ = self.snapshot.set_worker_busy_threads(w, threads);
         }
         self.online = std::mem::take(&mut self.online_window).load(secs);
         let mut window = std::mem::take(&mut self.window);
@@ -1613,6 +1665,7 @@ fn worker(id: String, hardware: Vec<HardwareKind>, cores: usize, c: &Cluster) ->
         alive: true,
         utilisation: 0.0,
         interference_seen: false,
+        busy_threads: 0,
     }
 }
 

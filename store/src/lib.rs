@@ -8,7 +8,8 @@ pub mod objects;
 
 pub use db::{
     CatalogEntry, Chunk, ChunkCounts, Db, DbKind, Job, JobSummary, NewChunk, NewJob, NewModel,
-    NewScalingEvent, NewVariant, ObjectRecord, ScalingEventRow, UsageRow, WhatIfRun,
+    NewScalingEvent, NewVariant, ObjectRecord, PruneMark, PrunedVariant, ScalingEventRow, UsageRow,
+    WhatIfRun,
 };
 pub use error::StoreError;
 pub use objects::{open_object_store, ByteStream, ObjectInfo, ObjectStore, ObjectStoreConfig};

@@ -5,9 +5,10 @@
 mod common;
 
 use bytes::Bytes;
-use infaas_core::{Quotas, Role};
+use infaas_core::{DeclaredMetadata, FileKind, HardwareKind, LatencyPoint, Quotas, Role};
 use infaas_store::{
-    Db, DbKind, NewChunk, NewJob, NewScalingEvent, ObjectRecord, StoreError, UsageRow,
+    Db, DbKind, NewChunk, NewJob, NewModel, NewScalingEvent, NewVariant, ObjectRecord, PruneMark,
+    PrunedVariant, StoreError, UsageRow,
 };
 
 use common::backends::{on_both_pairs, Backends};
@@ -28,6 +29,7 @@ on_both_pairs!(
     scaling_events_by_app,
     whatif_runs_keep_their_state,
     pipelines_are_per_tenant,
+    pruned_variants_leave_the_lists_and_serving,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -905,4 +907,125 @@ async fn pipelines_are_per_tenant(b: &Backends) {
         Err(StoreError::NotFound(_))
     ));
     assert_eq!(db.list_pipelines(&beta.id).await.unwrap().len(), 1);
+}
+
+/// A registration that ends by pruning: the pruned variants leave `list_variants` and the
+/// serving catalog, `list_pruned_variants` has them with their reasons, and the model is
+/// ready with the report, all in one step.
+async fn pruned_variants_leave_the_lists_and_serving(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    let t = db.create_tenant("acme", Quotas::default()).await.unwrap();
+    let model = db
+        .create_model(
+            &t.id,
+            &NewModel {
+                id: uuid::Uuid::new_v4().to_string(),
+                name: "m".into(),
+                app: "digits".into(),
+                task: "classification".into(),
+                source_key: "k/source.onnx".into(),
+                validation_key: "k/validation.npz".into(),
+                size_bytes: 10,
+                sha256: "00".into(),
+                declared: DeclaredMetadata::default(),
+                signature: serde_json::json!({"inputs": [], "outputs": []}),
+            },
+        )
+        .await
+        .unwrap();
+    let mut new = Vec::new();
+    for (kind, acc) in [(FileKind::Optimized, 1.0), (FileKind::Int8, 0.379)] {
+        let key = format!("k/{}.onnx", kind.as_str());
+        let f = db
+            .upsert_model_file(&t.id, &model.id, kind, &key, 10)
+            .await
+            .unwrap();
+        db.set_file_accuracy(&f.id, acc).await.unwrap();
+        for threads in [1, 2] {
+            new.push(NewVariant {
+                name: infaas_core::Variant::make_name("m", kind, HardwareKind::Cpu, threads, 1),
+                file_id: f.id.clone(),
+                kind,
+                hardware: HardwareKind::Cpu,
+                threads,
+                max_batch: 1,
+            });
+        }
+    }
+    db.ensure_variants(&t.id, &model.id, &new).await.unwrap();
+    let point = LatencyPoint {
+        batch: 1,
+        p50_ms: 1.0,
+        p99_ms: 2.0,
+        mean_ms: 1.0,
+        throughput_per_s: 1000.0,
+    };
+    for f in db.list_model_files(&model.id).await.unwrap() {
+        for threads in [1, 2] {
+            db.record_profile(&f.id, HardwareKind::Cpu, threads, 5.0, 100, &[point])
+                .await
+                .unwrap();
+        }
+    }
+    let all = db.list_variants(&model.id).await.unwrap();
+    assert_eq!(all.len(), 4);
+    let int8: Vec<_> = all
+        .iter()
+        .filter(|v| v.file_kind == FileKind::Int8)
+        .collect();
+    let reason = "accuracy 0.379 <= 1.000 of opt, not faster at any batch";
+    let marks: Vec<PruneMark> = int8
+        .iter()
+        .map(|v| PruneMark {
+            variant_id: v.id.clone(),
+            dominated_by: v.name.replace(".int8.", ".opt."),
+            reason: reason.into(),
+        })
+        .collect();
+    // Still registering: nothing is served.
+    assert!(db.serving_catalog().await.unwrap().is_empty());
+    let detail = format!("ready; pruned int8 ({reason})");
+    db.finish_registration(&model.id, &marks, &detail)
+        .await
+        .unwrap();
+
+    let m = db.get_model(&t.id, "m").await.unwrap();
+    assert_eq!(m.status, infaas_core::ModelStatus::Ready);
+    assert_eq!(m.progress, 1.0);
+    assert_eq!(m.progress_detail.as_deref(), Some(detail.as_str()));
+    let kept: Vec<String> = db
+        .list_variants(&model.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(kept, vec!["m.opt.cpu.t1.b1", "m.opt.cpu.t2.b1"]);
+    let served: Vec<String> = db
+        .serving_catalog()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.variant.name)
+        .collect();
+    assert_eq!(served, kept);
+    let pruned = db.list_pruned_variants(&model.id).await.unwrap();
+    assert_eq!(
+        pruned,
+        [1, 2]
+            .map(|threads| PrunedVariant {
+                name: format!("m.int8.cpu.t{threads}.b1"),
+                file_kind: FileKind::Int8,
+                hardware: HardwareKind::Cpu,
+                threads,
+                max_batch: 1,
+                accuracy: Some(0.379),
+                dominated_by: format!("m.opt.cpu.t{threads}.b1"),
+                reason: reason.into(),
+            })
+            .to_vec()
+    );
+    // Deleting the model takes the pruned rows too.
+    db.delete_model(&t.id, "m").await.unwrap();
+    assert!(db.list_pruned_variants(&model.id).await.unwrap().is_empty());
 }

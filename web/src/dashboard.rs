@@ -300,7 +300,11 @@ pub struct ModelPage {
     /// Inputs and outputs, one line each.
     pub signature: Vec<String>,
     pub created: String,
+    /// The variants kept.
     pub variants: Vec<VariantRow>,
+    /// The variants the registration pruned, one line per file and reason (e.g. `int8: 14
+    /// variants, file removed: accuracy 0.379 <= 1.000 of opt, not faster at any batch`).
+    pub pruned: Vec<String>,
 }
 
 /// The registration form.
@@ -336,6 +340,8 @@ pub struct WorkerRow {
     pub hardware: String,
     pub cores: usize,
     pub threads: String,
+    /// Threads of busy instances over cores, e.g. `2 / 2`.
+    pub busy_threads: String,
     pub memory: String,
     pub utilisation: String,
     pub heartbeat: String,
@@ -537,9 +543,11 @@ mod tests {
             signature: vec![],
             created: "now".into(),
             variants: vec![],
+            pruned: vec![],
         };
         let html = page.render().unwrap();
         assert!(html.contains(r#"data-live="#), "{html}");
+        assert!(!html.contains(r#"id="pruned""#), "{html}");
         assert!(
             html.contains(r#"<progress max="100" value="42">"#),
             "{html}"
@@ -549,6 +557,21 @@ mod tests {
         let html = page.render().unwrap();
         assert!(!html.contains(r#"data-live="#), "{html}");
         assert!(html.contains(r#"id="model-status" class="status ready">ready<"#));
+        // What the registration pruned is listed under the table of the variants kept.
+        page.pruned = vec![
+            "int8: 2 variants, file removed: accuracy 0.379 <= 1.000 of opt, \
+             not faster at any batch"
+                .into(),
+        ];
+        let html = page.render().unwrap();
+        assert!(
+            html.contains(
+                "<p id=\"pruned\">Pruned at registration (not served): \
+                 <span>int8: 2 variants, file removed: accuracy 0.379 &#60;= 1.000 of opt, \
+                 not faster at any batch</span></p>"
+            ),
+            "{html}"
+        );
     }
 
     #[test]

@@ -401,12 +401,14 @@ impl WorkerNode {
         }
     }
 
-    /// Busy fraction of the worker's cores since the last call: its process's CPU time, or
-    /// more when the machine has fewer idle cores than that leaves (other processes on the
-    /// same cores, such as a controller, a client or another worker, use them too).
-    fn utilisation(&self) -> f64 {
+    /// Busy fraction of the worker's cores since the last call, and its process's own share
+    /// of it. The first is the process's CPU time, or more when the machine has fewer idle
+    /// cores than that leaves (other processes on the same cores, such as a controller, a
+    /// client or another worker, use them too); the second is the process's CPU time alone
+    /// (its instances and, for the embedded worker, the controller's serving edge).
+    fn utilisation(&self) -> (f64, f64) {
         let Some(process_s) = process_cpu_seconds() else {
-            return 0.0;
+            return (0.0, 0.0);
         };
         let now = CpuSample {
             at: Instant::now(),
@@ -414,10 +416,14 @@ impl WorkerNode {
             host: host_ticks(),
         };
         let Ok(mut last) = self.cpu_sample.lock() else {
-            return 0.0;
+            return (0.0, 0.0);
         };
-        let u = last.map_or(0.0, |before| {
-            busy_fraction(&before, &now, self.cfg.cores.max(1) as f64)
+        let cores = self.cfg.cores.max(1) as f64;
+        let u = last.map_or((0.0, 0.0), |before| {
+            (
+                busy_fraction(&before, &now, cores),
+                own_fraction(&before, &now, cores),
+            )
         });
         *last = Some(now);
         u
@@ -456,11 +462,13 @@ impl WorkerNode {
             })
             .collect();
         let (threads_used, memory_used_bytes) = self.used();
+        let (utilisation, own_utilisation) = self.utilisation();
         Heartbeat {
             worker: self.info(),
             threads_used,
             memory_used_bytes,
-            utilisation: self.utilisation(),
+            utilisation,
+            own_utilisation,
             instances,
         }
     }
@@ -527,6 +535,15 @@ fn parse_host_ticks(stat: &str) -> Option<HostTicks> {
 /// Busy fraction of `cores` between two samples: the process's own CPU time over them, or,
 /// when the machine's idle cores over the interval are fewer than those the process left
 /// idle, what that leaves (`1 - idle cores of the machine / cores`).
+/// The process's own CPU time between two samples, as a fraction of `cores`, in [0, 1].
+fn own_fraction(before: &CpuSample, now: &CpuSample, cores: f64) -> f64 {
+    let wall = now.at.duration_since(before.at).as_secs_f64();
+    if wall <= 0.0 {
+        return 0.0;
+    }
+    ((now.process_s - before.process_s) / (wall * cores)).clamp(0.0, 1.0)
+}
+
 fn busy_fraction(before: &CpuSample, now: &CpuSample, cores: f64) -> f64 {
     let wall = now.at.duration_since(before.at).as_secs_f64();
     if wall <= 0.0 {
@@ -592,6 +609,13 @@ mod tests {
             2.0,
         );
         assert!((u - 1.0).abs() < 1e-9, "{u}");
+        // Its own share stays its own: what self-contention is judged on.
+        let own = own_fraction(
+            &sample(t0, 10.0, 0, 0, 2),
+            &sample(t1, 11.5, 200, 200, 2),
+            2.0,
+        );
+        assert!((own - 0.75).abs() < 1e-9, "{own}");
         // Half the machine idle: its own figure stands.
         let u = busy_fraction(
             &sample(t0, 10.0, 0, 0, 2),

@@ -72,7 +72,12 @@ pub struct Heartbeat {
     pub worker: WorkerInfo,
     pub threads_used: usize,
     pub memory_used_bytes: u64,
-    /// Busy fraction of the worker's cores over the last interval, in [0, 1].
+    /// Busy fraction of the worker's cores over the last interval, in [0, 1] (other
+    /// processes' use of the same cores included).
     pub utilisation: f64,
+    /// The worker process's own CPU time over the last interval as a fraction of its cores,
+    /// in [0, 1]: its instances and, for the embedded worker, the controller's serving edge.
+    #[serde(default)]
+    pub own_utilisation: f64,
     pub instances: Vec<InstanceReport>,
 }

@@ -48,6 +48,8 @@ pub struct InstanceView {
     pub queue_rows: usize,
     /// Rows served per second over the last window.
     pub qps: f64,
+    /// Whether its threads count in the worker's `busy_threads`.
+    pub busy: bool,
     pub requests_total: u64,
     pub latency_p50_ms: f64,
     pub latency_p99_ms: f64,
@@ -74,6 +76,14 @@ pub struct WorkerView {
     pub memory_used_bytes: u64,
     /// Busy fraction of the cores, in [0, 1].
     pub utilisation: f64,
+    /// The worker process's own CPU time as a fraction of its cores, in [0, 1] (its instances
+    /// and, for the embedded worker, the controller's serving edge): at
+    /// `autoscale`'s self-contention mark (0.85) a slow instance there is not interference.
+    pub own_utilisation: f64,
+    /// Intra-op threads of the worker's busy CPU instances, every tenant's (served within the
+    /// last 5 s, or with rows queued or a batch running): capacity is counted in cores, and
+    /// no load for queries nor added threads take this above `cores`.
+    pub busy_threads: usize,
     pub last_heartbeat_ms_ago: u64,
     /// The caller's instances on this worker (other tenants' are not shown).
     pub instances: Vec<InstanceView>,
@@ -97,7 +107,7 @@ pub struct LoadingView {
 
 #[derive(Serialize, Deserialize, ToSchema)]
 pub struct GpuView {
-    /// `true`: not a real GPU (see the README's "Simulated GPU workers").
+    /// `true`: not a real GPU (see docs/operations.md, "Simulated GPU workers").
     pub simulated: bool,
     /// The latency profile a simulated GPU follows (`PATH` or `PATH#MODEL#ACCEL`).
     pub profile: Option<String>,
@@ -164,6 +174,7 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
                     max_batch: i.max_batch,
                     queue_rows: i.queue_rows,
                     qps: i.qps,
+                    busy: infaas_control::cluster::is_busy(i),
                     requests_total: i.requests_total,
                     latency_p50_ms: i.latency_p50_ms,
                     latency_p99_ms: i.latency_p99_ms,
@@ -198,6 +209,10 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
             memory_budget_bytes: beat.worker.memory_budget_bytes,
             memory_used_bytes: beat.memory_used_bytes,
             utilisation: beat.utilisation,
+            own_utilisation: beat.own_utilisation,
+            busy_threads: infaas_control::cluster::busy_threads(&beat, |v| {
+                state.cluster.hardware_of(v) == infaas_core::HardwareKind::Cpu
+            }),
             last_heartbeat_ms_ago: ago,
         })
         .collect();

@@ -4,7 +4,10 @@ use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
 use infaas_core::Model;
-use infaas_protocol::v1::{AppDetail, AppList, AppSummary, ModelList, ModelView};
+use infaas_protocol::v1::{
+    AppDetail, AppList, AppSummary, ModelList, ModelView, PrunedVariantView,
+};
+use infaas_store::PrunedVariant;
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
@@ -14,7 +17,22 @@ use infaas_control::registry::upload;
 
 pub(crate) async fn model_view(state: &AppState, m: Model) -> ApiResult<ModelView> {
     let variants = state.db.list_variants(&m.id).await?;
-    Ok(ModelView::new(m, variants))
+    let pruned = state.db.list_pruned_variants(&m.id).await?;
+    Ok(ModelView::new(m, variants).with_pruned(pruned.into_iter().map(pruned_view).collect()))
+}
+
+/// The wire form of a variant the registration pruned.
+pub(crate) fn pruned_view(p: PrunedVariant) -> PrunedVariantView {
+    PrunedVariantView {
+        name: p.name,
+        file: p.file_kind.as_str().into(),
+        hardware: p.hardware.as_str().into(),
+        threads: p.threads,
+        max_batch: p.max_batch,
+        accuracy: p.accuracy,
+        dominated_by: p.dominated_by,
+        reason: p.reason,
+    }
 }
 
 /// Multipart form of a registration (documentation only).
@@ -92,7 +110,7 @@ pub async fn list(State(state): State<AppState>, p: Principal) -> ApiResult<Json
 }
 
 /// A model with its status, progress and variants (accuracy, load time, memory,
-/// latency per batch size).
+/// latency per batch size), and the variants its registration pruned with why.
 #[utoipa::path(get, path = "/v1/models/{name}", tag = "models", operation_id = "show_model", security(("bearer" = [])),
     params(("name" = String, Path, description = "Model name")),
     responses((status = 200, body = ModelView), (status = 401, body = ErrorBody),

@@ -20,7 +20,7 @@ pub struct PipelineView {
     pub name: String,
     pub description: Option<String>,
     /// The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-    /// `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+    /// `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
     #[schema(value_type = Object)]
     pub spec: serde_json::Value,
     /// The applied plan, if any (see `POST /v1/pipelines/{name}/plan`).
@@ -76,7 +76,7 @@ fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> 
 /// Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
 /// against the registry; an error names the node and the tensor.
 #[utoipa::path(post, path = "/v1/pipelines", operation_id = "create_pipeline", tag = "pipelines", security(("bearer" = [])),
-    request_body(content = Object, description = "The pipeline document, JSON or YAML, at most 256 KiB (README, \"Pipelines\")",
+    request_body(content = Object, description = "The pipeline document, JSON or YAML, at most 256 KiB (docs/pipelines.md)",
         content_type = "application/json"),
     responses((status = 201, body = PipelineView),
               (status = 400, description = "Invalid document: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor)", body = ErrorBody),

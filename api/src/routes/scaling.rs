@@ -24,7 +24,9 @@ pub struct ScalingEvent {
     /// When the action completed (or failed), milliseconds since the Unix epoch.
     pub at_ms: i64,
     /// `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`, `rebalance`,
-    /// `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
+    /// `migrate`, `add-worker`, `remove-worker`, and `load-for-queries` (a load the query path
+    /// started for queries no loaded instance could answer in time); a failed action ends in
+    /// `-failed`.
     pub action: String,
     /// Why, with the figures the decision was taken on.
     pub reason: String,

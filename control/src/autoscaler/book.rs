@@ -242,6 +242,7 @@ mod tests {
                 alive: true,
                 utilisation: 0.0,
                 interference_seen: false,
+                busy_threads: 0,
             })
             .unwrap();
         }

@@ -25,7 +25,7 @@
 
 pub mod book;
 
-mod events;
+pub(crate) mod events;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use infaas_core::HardwareKind;
 use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
-    next_state, offline::OnlineLoad, peak_qps, Clock, InFlight, InFlightGuard, InstanceEntry,
-    InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot, Thresholds, WorkerEntry,
-    INTERFERENCE_MEMORY_MS,
+    busy_latency_scale, next_state, offline::OnlineLoad, peak_qps, self_contended, Clock, InFlight,
+    InFlightGuard, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot,
+    Thresholds, WorkerEntry, BUSY_WITHIN_MS, INTERFERENCE_MEMORY_MS,
 };
 use infaas_store::Db;
 use infaas_worker::{
@@ -187,6 +187,36 @@ pub struct Cluster {
     /// Per worker id: when an instance on it was last found Interfered (placement avoids it
     /// for [`INTERFERENCE_MEMORY_MS`]).
     interference_at: Mutex<HashMap<String, Instant>>,
+    /// Per instance id, the queries with an SLO it answered since the last monitoring period
+    /// and how many of them were late (what [`next_state`] judges overload by).
+    slo_outcomes: Mutex<HashMap<String, SloOutcomes>>,
+    /// Per variant id, how much slower than its idle profile its instances run on their busy
+    /// workers ([`busy_latency_scale`]); selection and the overload test read profiles times it.
+    latency_scale: Mutex<HashMap<String, f64>>,
+}
+
+/// Queries with an SLO answered by one instance over a monitoring period.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SloOutcomes {
+    pub answered: u64,
+    pub late: u64,
+}
+
+/// Whether an instance is busy: it served within [`BUSY_WITHIN_MS`], or has rows queued or
+/// a batch running.
+pub fn is_busy(i: &InstanceReport) -> bool {
+    (i.idle_ms as f64) < BUSY_WITHIN_MS || i.queue_rows > 0 || i.in_flight
+}
+
+/// Intra-op threads of a worker's busy CPU instances (served within [`BUSY_WITHIN_MS`], or
+/// with rows queued or a batch running); `is_cpu` says which
+/// of its instances' variants run on the CPU.
+pub fn busy_threads(beat: &Heartbeat, is_cpu: impl Fn(&str) -> bool) -> usize {
+    beat.instances
+        .iter()
+        .filter(|i| is_busy(i) && is_cpu(&i.variant_id))
+        .map(|i| i.threads)
+        .sum()
 }
 
 /// A load under way that queries wait for (see [`PendingLoad`]).
@@ -250,6 +280,8 @@ impl Cluster {
             pending: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
             interference_at: Mutex::new(HashMap::new()),
+            slo_outcomes: Mutex::new(HashMap::new()),
+            latency_scale: Mutex::new(HashMap::new()),
         });
         if let Some(node) = local {
             cluster.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
@@ -345,6 +377,12 @@ impl Cluster {
     /// now on. Returns the counter of the rows waiting for it, which a waiting query enters.
     /// One load per variant: a second start of one under way joins it.
     pub fn load_started(&self, worker_id: &str, variant_id: &str) -> InFlight {
+        self.start_load(worker_id, variant_id).0
+    }
+
+    /// [`Cluster::load_started`], also saying whether this call started the load (`true`) or
+    /// joined one under way (`false`).
+    pub fn start_load(&self, worker_id: &str, variant_id: &str) -> (InFlight, bool) {
         let (counter, new) = match self.pending.lock() {
             Ok(mut pending) => {
                 let new = !pending.contains_key(variant_id);
@@ -362,7 +400,7 @@ impl Cluster {
         if new {
             self.rebuild();
         }
-        counter
+        (counter, new)
     }
 
     /// The loads under way for queries, for operators: where each runs, how long ago it
@@ -395,6 +433,18 @@ impl Cluster {
             .get(&instance_id(worker_id, variant_id))?
             .clone();
         Some(counter.enter(rows))
+    }
+
+    /// Records a query with an SLO answered by the instance of `variant_id` on `worker_id`,
+    /// late or in time (the instance's state is judged on these every monitoring period).
+    pub fn record_answer(&self, worker_id: &str, variant_id: &str, latency_ms: f64, slo_ms: f64) {
+        if let Ok(mut o) = self.slo_outcomes.lock() {
+            let e = o.entry(instance_id(worker_id, variant_id)).or_default();
+            e.answered += 1;
+            if latency_ms > slo_ms {
+                e.late += 1;
+            }
+        }
     }
 
     /// A load started with [`Cluster::load_started`] failed: selection no longer counts it.
@@ -618,7 +668,25 @@ impl Cluster {
             return;
         };
         let mut seen = std::collections::HashSet::new();
+        let outcomes = self
+            .slo_outcomes
+            .lock()
+            .map(|mut o| std::mem::take(&mut *o))
+            .unwrap_or_default();
+        let is_cpu = |variant_id: &str| cpu_variant(&catalog, variant_id);
+        let mut scales = self
+            .latency_scale
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
         for w in workers.values().filter(|w| w.alive) {
+            let contended = self_contended(
+                busy_threads(&w.beat, is_cpu),
+                w.beat.worker.cores,
+                w.beat.own_utilisation,
+                w.beat.utilisation,
+                &self.thresholds,
+            );
             for i in &w.beat.instances {
                 let id = instance_id(&w.beat.worker.id, &i.variant_id);
                 let Some(served) = catalog.variant(&i.variant_id) else {
@@ -630,6 +698,13 @@ impl Cluster {
                     .iter()
                     .find(|p| p.batch >= typical_batch(i))
                     .or(v.latency.last());
+                let observed = (i.requests_total > 0 && i.qps > 0.0 && i.exec_p50_ms > 0.0)
+                    .then_some(i.exec_p50_ms);
+                let scale = scales.entry(i.variant_id.clone()).or_insert(1.0);
+                if let Some(t) = typical {
+                    *scale = busy_latency_scale(*scale, observed, t.p50_ms);
+                }
+                let scale = *scale;
                 let (peak, p99_profiled) = match (
                     v.latency
                         .iter()
@@ -642,7 +717,7 @@ impl Cluster {
                     // Overloaded after the threads that relieve it.
                     (Some(max), Some(t)) => (
                         infaas_scheduler::autoscale::vertical::amdahl_peak(
-                            peak_qps(max.batch, max.mean_ms),
+                            peak_qps(max.batch, max.mean_ms * scale),
                             v.threads.max(1),
                             i.threads.max(1),
                             self.parallel_fraction,
@@ -662,6 +737,9 @@ impl Cluster {
                     p99_ms_observed: (i.requests_total > 0 && i.qps > 0.0 && i.exec_p99_ms > 0.0)
                         .then_some(i.exec_p99_ms),
                     p99_ms_profiled: p99_profiled,
+                    slo_answered: outcomes.get(&id).map_or(0, |o| o.answered),
+                    slo_late: outcomes.get(&id).map_or(0, |o| o.late),
+                    self_contended: contended,
                 };
                 let prev = states.get(&id).copied().unwrap_or(InstanceState::Inactive);
                 let next = next_state(prev, &figures, &self.thresholds);
@@ -678,6 +756,10 @@ impl Cluster {
             }
         }
         states.retain(|id, _| seen.contains(id));
+        scales.retain(|v, _| catalog.variant(v).is_some());
+        if let Ok(mut s) = self.latency_scale.lock() {
+            *s = scales;
+        }
         if let Ok(mut at) = self.interference_at.lock() {
             at.retain(|_, t| t.elapsed() <= INTERFERENCE_MEMORY);
         }
@@ -709,8 +791,21 @@ impl Cluster {
         let mut b = Snapshot::builder();
         let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
         served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
+        let scales = self
+            .latency_scale
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
         for s in served {
-            let entry = s.selector_entry(schema::app_key(&s.entry.app, &s.schema_key));
+            let mut entry = s.selector_entry(schema::app_key(&s.entry.app, &s.schema_key));
+            if let Some(&k) = scales.get(&entry.id).filter(|&&k| k > 1.0) {
+                for p in &mut entry.latency {
+                    p.p50_ms *= k;
+                    p.p99_ms *= k;
+                    p.mean_ms *= k;
+                    p.throughput_per_s /= k;
+                }
+            }
             if let Err(e) = b.add_variant(&s.entry.tenant_id, entry) {
                 tracing::debug!(variant = %s.entry.variant.name, error = %e, "variant left out of the index");
             }
@@ -735,6 +830,7 @@ impl Cluster {
                 alive: w.alive && !draining_workers.contains_key(&w.beat.worker.id),
                 utilisation: w.beat.utilisation,
                 interference_seen: noisy.contains(&w.beat.worker.id),
+                busy_threads: busy_threads(&w.beat, |v| cpu_variant(&catalog, v)),
             };
             if let Ok(idx) = b.add_worker(entry) {
                 worker_idx.insert(w.beat.worker.id.clone(), idx);
@@ -879,6 +975,13 @@ impl Cluster {
             .map(|s| s.entry.variant.hardware)
             .unwrap_or(HardwareKind::Cpu)
     }
+}
+
+/// Whether a variant of the catalog runs on the CPU (an unknown one counts as CPU).
+fn cpu_variant(catalog: &Catalog, variant_id: &str) -> bool {
+    catalog
+        .variant(variant_id)
+        .is_none_or(|s| s.entry.variant.hardware == HardwareKind::Cpu)
 }
 
 fn typical_batch(i: &InstanceReport) -> usize {

@@ -1,6 +1,6 @@
 //! A pipeline's validation set and the end-to-end accuracy measured on it.
 //!
-//! A validation set is an NPZ file like a model's (README, "Validation sets"): the pipeline's
+//! A validation set is an NPZ file like a model's (docs/registering-models.md, "Validation sets"): the pipeline's
 //! inputs (`x` for a single-input pipeline, else `x.<input>` or the bare input name) and
 //! integer labels `y`, graded against one of the pipeline's outputs (its argmax per row, or
 //! the value itself for a one-value integer output). [`upload`] checks the set against the

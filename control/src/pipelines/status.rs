@@ -304,6 +304,7 @@ mod tests {
             alive: true,
             utilisation: 0.0,
             interference_seen: false,
+            busy_threads: 0,
         })
         .unwrap();
         let mut s = b.build();

@@ -1,6 +1,7 @@
 //! Background work of a registration: build the derived files, create the variants,
-//! measure each file's accuracy and each variant's profile. Every step is recorded in the
-//! database as it completes, so a restart resumes where the work stopped.
+//! measure each file's accuracy and each variant's profile, prune the dominated variants.
+//! Every step is recorded in the database as it completes, so a restart resumes where the
+//! work stopped.
 
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use infaas_executors::engine::{Engine, Hardware, OptLevel, SessionConfig};
 use infaas_executors::profiler::{profile, ProfileOptions};
 use infaas_executors::validation::{match_validation, ValidationSet};
 use infaas_executors::variants::{build_file, plan, runs_on, Built, Inventory, VariantPlan};
-use infaas_store::{NewVariant, ObjectRecord, StoreError};
+use infaas_scheduler::prune;
+use infaas_store::{NewVariant, ObjectRecord, PruneMark, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use super::upload::{model_key, remove_model_objects};
@@ -214,6 +216,13 @@ async fn run(
         .iter()
         .map(|f| f.kind)
         .collect();
+    // The validation set, matched to the source's signature: the INT8 file of a
+    // convolutional model is calibrated on it, and every file's accuracy measured on it.
+    let val_bytes = state.objects.get_bytes(&model.validation_key).await?;
+    let val_set = {
+        let (sig_bytes, vb) = (source.clone(), val_bytes.clone());
+        std::sync::Arc::new(blocking(move || load_validation(sig_bytes, &vb)).await?)
+    };
     let mut skipped = Vec::new();
     for kind in &p.derived {
         if shutdown.is_cancelled() {
@@ -227,10 +236,11 @@ async fn run(
             .await?;
         if !existing.contains(kind) {
             let (src, kind_c, dir) = (source.clone(), *kind, state.config.tmp_dir());
+            let set = val_set.clone();
             let built = blocking(move || {
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-                build_file(kind_c, &src, &dir).map_err(|e| e.to_string())
+                build_file(kind_c, &src, &dir, Some(&set)).map_err(|e| e.to_string())
             })
             .await?;
             match built {
@@ -289,9 +299,7 @@ async fn run(
     progress.total = files.len() * (1 + groups) + p.derived.len();
 
     // 3. Accuracy once per file, then a latency profile per (file, hardware, threads).
-    let val_bytes = state.objects.get_bytes(&model.validation_key).await?;
     let variants = state.db.list_variants(&model.id).await?;
-    let mut val_set: Option<std::sync::Arc<ValidationSet>> = None;
     for f in &files {
         if shutdown.is_cancelled() {
             return Err(ProfilingError::Shutdown);
@@ -301,17 +309,7 @@ async fn run(
         } else {
             state.objects.get_bytes(&f.object_key).await?.to_vec()
         };
-        let set = match &val_set {
-            Some(s) => s.clone(),
-            None => {
-                let sig_bytes = bytes.clone();
-                let vb = val_bytes.clone();
-                let s = blocking(move || load_validation(sig_bytes, &vb)).await?;
-                let s = std::sync::Arc::new(s);
-                val_set = Some(s.clone());
-                s
-            }
-        };
+        let set = val_set.clone();
         progress
             .step(
                 ModelStatus::Profiling,
@@ -363,18 +361,58 @@ async fn run(
             }
         }
     }
-    let detail = if skipped.is_empty() {
-        "ready".to_string()
-    } else {
-        format!("ready; skipped {}", skipped.join("; "))
-    };
+    // 4. Prune: a variant slower than another of the model at equal or better accuracy on
+    // the same hardware, threads and max batch is not kept (`infaas_scheduler::prune`).
+    // Pruning and readiness are one transaction: a registration stopped before it resumes
+    // with every variant and prunes again from the same profiles; one stopped after it is
+    // done. Then the files no kept variant uses leave the object store.
     progress.done = progress.total;
-    progress.step(ModelStatus::Ready, &detail).await?;
+    progress
+        .step(ModelStatus::Profiling, "pruning dominated variants")
+        .await?;
+    let profiled = state.db.list_variants(&model.id).await?;
+    let pruned = prune::dominated(&profiled);
+    let mut detail = "ready".to_string();
+    if !skipped.is_empty() {
+        detail.push_str(&format!("; skipped {}", skipped.join("; ")));
+    }
+    if let Some(report) = prune::report(&profiled, &pruned) {
+        detail.push_str(&format!("; {report}"));
+    }
+    let marks: Vec<PruneMark> = pruned
+        .iter()
+        .map(|p| PruneMark {
+            variant_id: p.variant_id.clone(),
+            dominated_by: p.dominated_by.clone(),
+            reason: p.reason.clone(),
+        })
+        .collect();
     state
         .db
-        .set_model_progress(&model.id, ModelStatus::Ready, 1.0, Some(&detail), None)
+        .finish_registration(&model.id, &marks, &detail)
         .await?;
-    Ok(new.len())
+    for p in &pruned {
+        tracing::info!(model = %model.name, variant = %p.name, by = %p.dominated_by, reason = %p.reason, "variant pruned");
+    }
+    let unused = prune::files_without_variants(&profiled, &pruned);
+    for f in files.iter().filter(|f| unused.contains(&f.id)) {
+        remove_file_object(state, &f.object_key).await;
+    }
+    Ok(profiled.len() - pruned.len())
+}
+
+/// Deletes the stored file of a model file none of whose variants is kept. Its object
+/// record goes only once the object is gone: a failure leaves it accounted to the model,
+/// whose deletion removes it.
+async fn remove_file_object(state: &ControlPlane, key: &str) {
+    match state.objects.delete(key).await {
+        Ok(()) => {
+            if let Err(e) = state.db.forget_object(key).await {
+                tracing::error!(key, error = %e, "cannot forget the object of a pruned file");
+            }
+        }
+        Err(e) => tracing::warn!(key, error = %e, "cannot delete the object of a pruned file"),
+    }
 }
 
 fn load_validation(model: Vec<u8>, npz_bytes: &[u8]) -> Result<ValidationSet, String> {

@@ -229,9 +229,9 @@ fn live_cluster(state: &ControlPlane) -> LiveCluster {
         } else {
             live.cpu_workers += 1;
         }
-        live.cores = live
-            .cores
-            .max(u32::try_from(w.thread_budget).unwrap_or(u32::MAX));
+        // The cores the instances' threads run on, not the thread budget (idle instances may
+        // reserve more threads than cores; busy ones never run more).
+        live.cores = live.cores.max(u32::try_from(w.cores).unwrap_or(u32::MAX));
         live.memory_bytes = live.memory_bytes.max(w.memory_budget_bytes);
     }
     live

@@ -76,7 +76,11 @@ pub fn digits_models() -> Vec<PathBuf> {
                 .is_some_and(|n| n.starts_with("digits-"))
         })
         .collect();
-    assert!(!models.is_empty(), "no digits models in {}", zoo().display());
+    assert!(
+        !models.is_empty(),
+        "no digits models in {}",
+        zoo().display()
+    );
     models
 }
 

@@ -15,6 +15,11 @@
 //! The application starts on its dearest slow variant (loaded by the test, as a previous
 //! deployment would have left it), which the autoscaler downgrades at low load.
 //!
+//! The registration prunes a file whose variants are no faster than another file's at equal
+//! or better accuracy; the zoo MLP's INT8 file is as accurate as its FP32 files and faster,
+//! which would leave it alone. The tests that need an FP32 and an INT8 file register a copy
+//! whose INT8 file is faster but less accurate ([`int8_loses_accuracy`]), so both stay.
+//!
 //! `cargo nextest run -p infaas-api --test autoscaling`. Needs ONNX Runtime (`ORT_DYLIB_PATH`
 //! or the `scripts/setup.sh` cache).
 
@@ -77,6 +82,34 @@ fn variants(model: &Value) -> Vec<Variant> {
             }
         })
         .collect()
+}
+
+/// A copy of `digits-mlp-l` (or of a slow copy of it) whose FP32 answers are the same and
+/// whose INT8 file is far less accurate: row 0 of its first weight (`coefficient`, read by
+/// pixel 0, which is 0 in every digit) becomes 1e4, so per-channel INT8 scales every column
+/// by 1e4 / 63 and rounds the other weights to 0. Its INT8 file is still faster, so the
+/// registration keeps both files (FP32 more accurate, INT8 faster and smaller).
+fn int8_loses_accuracy(onnx: &[u8]) -> Vec<u8> {
+    let mut proto = infaas_onnx::OnnxModel::parse(onnx).unwrap().into_proto();
+    let graph = proto.graph.as_mut().unwrap();
+    let w = graph
+        .initializer
+        .iter_mut()
+        .find(|t| t.name() == "coefficient")
+        .unwrap();
+    if w.float_data.is_empty() {
+        w.float_data = w
+            .raw_data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        w.raw_data = None;
+    }
+    let cols = w.dims[1] as usize;
+    w.float_data[..cols].fill(1e4);
+    infaas_onnx::OnnxModel::from_proto(proto)
+        .unwrap()
+        .to_bytes()
 }
 
 /// Price per second of a worker the provider starts (1 core, its memory budget).
@@ -321,8 +354,16 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
     };
     let p = Platform::start(cfg).await;
     let t = p.tenant("acme", open_quotas()).await;
-    p.register_ok(&t, &Registration::zoo(MODEL, APP).text("max_batch", "8"))
-        .await;
+    let model = int8_loses_accuracy(&registry_common::zoo_bytes("digits-mlp-l.onnx"));
+    p.register_ok(
+        &t,
+        &Registration::zoo(MODEL, APP).text("max_batch", "8").file(
+            "model",
+            model,
+            "digits-mlp-l.onnx",
+        ),
+    )
+    .await;
     let model = p.wait_ready(&t, MODEL, Duration::from_secs(180)).await;
     let all = variants(&model);
     let by_name: BTreeMap<String, Variant> =
@@ -938,7 +979,7 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
             .text("max_batch", "1")
             .file(
                 "model",
-                std::fs::read(&heavy).unwrap(),
+                int8_loses_accuracy(&std::fs::read(&heavy).unwrap()),
                 "digits-mlp-heavy.onnx",
             )
             .file(
@@ -960,10 +1001,15 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
             .as_u64()
             .unwrap()
     };
-    // The instance: the source file's variant, whose profile holds under serving (the int8
-    // file's MatMuls profile faster than they serve beside the HTTP edge); the worker's memory
-    // has no room for any other variant beside it.
-    let base = all.iter().find(|v| v.file == "source").unwrap().clone();
+    // The instance: an FP32 file's variant (the source's, or the ORT-optimised one's when the
+    // registration pruned the source's), whose profile holds under serving (the int8 file's
+    // MatMuls profile faster than they serve beside the HTTP edge); the worker's memory has no
+    // room for any other variant beside it.
+    let base = ["source", "optimized"]
+        .iter()
+        .find_map(|f| all.iter().find(|v| v.file == *f))
+        .unwrap()
+        .clone();
     let base_memory = memory(&base.name);
     let smallest = all.iter().map(|v| memory(&v.name)).min().unwrap();
     println!(

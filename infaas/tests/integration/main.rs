@@ -23,6 +23,8 @@ mod layout;
 mod openapi;
 mod overload;
 mod pipelines;
+mod pruning;
+mod real_models;
 mod registry;
 mod sdk_clients;
 mod serving;

@@ -127,6 +127,53 @@ fn variants(m: &Value) -> &Vec<Value> {
     m["variants"].as_array().expect("a variant list")
 }
 
+/// The variants the registration pruned (dominated by a kept one).
+fn pruned(m: &Value) -> &Vec<Value> {
+    m["pruned"].as_array().expect("a list of pruned variants")
+}
+
+/// Names of the kept and the pruned variants: disjoint, and every pruned variant names a
+/// kept one of the same hardware, threads and max batch that dominates it, with a reason.
+fn kept_and_pruned(m: &Value) -> (BTreeSet<String>, BTreeSet<String>) {
+    let kept: BTreeSet<String> = names(&m["variants"]).into_iter().collect();
+    let gone: BTreeSet<String> = names(&m["pruned"]).into_iter().collect();
+    assert_eq!(kept.len(), variants(m).len(), "duplicate variants: {m}");
+    assert_eq!(
+        gone.len(),
+        pruned(m).len(),
+        "duplicate pruned variants: {m}"
+    );
+    assert!(kept.is_disjoint(&gone), "{m}");
+    let setting = |name: &str| name.split('.').skip(2).collect::<Vec<_>>().join(".");
+    for v in pruned(m) {
+        let name = v["name"].as_str().unwrap_or_default();
+        let by = v["dominated_by"].as_str().unwrap_or_default();
+        assert!(
+            kept.contains(by),
+            "{name} is dominated by {by}, not kept: {m}"
+        );
+        assert_eq!(setting(name), setting(by), "{name} vs {by}");
+        let reason = v["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("not faster at any batch"),
+            "{name}: {reason}"
+        );
+    }
+    if !gone.is_empty() {
+        let detail = m["progress_detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("; pruned "), "{detail}");
+    }
+    (kept, gone)
+}
+
+/// The files (`source`, `optimized`, `int8`) some kept variant uses.
+fn kept_files(m: &Value) -> BTreeSet<String> {
+    variants(m)
+        .iter()
+        .map(|v| v["file"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 fn names(list: &Value) -> Vec<String> {
     list.as_array()
         .expect("a list")
@@ -192,10 +239,11 @@ fn check_variant(model: &str, v: &Value) {
     }
 }
 
-/// The accuracy the variants of `file` share.
+/// The accuracy the variants of `file` share (kept or pruned).
 fn file_accuracy(m: &Value, file: &str) -> f64 {
     let accs: BTreeSet<u64> = variants(m)
         .iter()
+        .chain(pruned(m))
         .filter(|v| v["file"] == file)
         .map(|v| v["accuracy"].as_f64().expect("an accuracy").to_bits())
         .collect();
@@ -293,9 +341,23 @@ async fn zoo_registers_under_one_app(b: &Backends) {
             })
             .collect();
         assert_eq!(expected.len(), 14 * tokens.len());
-        let got = names(&m["variants"]);
-        assert_eq!(got.len(), expected.len(), "{name}: duplicate variants?");
-        assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected, "{name}");
+        // Every variant was made; the dominated ones are pruned, and each setting keeps one.
+        eprintln!("{name}: {}", m["progress_detail"]);
+        let (kept, gone) = kept_and_pruned(m);
+        assert_eq!(
+            kept.union(&gone).cloned().collect::<BTreeSet<_>>(),
+            expected,
+            "{name}"
+        );
+        for t in [1, 2] {
+            for b in BATCH_SIZES {
+                let setting = format!(".cpu.t{t}.b{b}");
+                assert!(
+                    kept.iter().any(|v| v.ends_with(&setting)),
+                    "{name}: nothing kept at {setting}"
+                );
+            }
+        }
         for v in variants(m) {
             check_variant(name, v);
         }
@@ -317,14 +379,13 @@ async fn zoo_registers_under_one_app(b: &Backends) {
         }
         fp32.insert(name, acc);
 
-        // Every file is accounted and present in the object store.
+        // Every file a kept variant uses is accounted and present in the object store; the
+        // files of pruned variants only are gone.
         let objects = model_objects(&p, &t, name).await;
-        let mut files: Vec<&str> = objects.keys().map(String::as_str).collect();
-        files.sort_unstable();
-        let mut want = vec!["optimized.onnx", "source.onnx", "validation.npz"];
-        if has_int8 {
-            want.insert(0, "int8.onnx");
-        }
+        let files: BTreeSet<String> = objects.keys().cloned().collect();
+        let mut want: BTreeSet<String> =
+            kept_files(m).iter().map(|f| format!("{f}.onnx")).collect();
+        want.insert("validation.npz".into());
         assert_eq!(files, want, "{name}");
     }
     for (i, a) in SKLEARN.iter().enumerate() {
@@ -333,8 +394,21 @@ async fn zoo_registers_under_one_app(b: &Backends) {
         }
     }
 
-    let objects = model_objects(&p, &t, "digits-mlp-l").await;
-    let ratio = objects["int8.onnx"] as f64 / objects["source.onnx"] as f64;
+    // File sizes as recorded (the object of a file without kept variants is gone).
+    let mlp_l = p
+        .db()
+        .get_model(&t.id, "digits-mlp-l")
+        .await
+        .expect("the model");
+    let sizes: BTreeMap<&str, i64> = p
+        .db()
+        .list_model_files(&mlp_l.id)
+        .await
+        .expect("the files")
+        .into_iter()
+        .map(|f| (f.kind.as_str(), f.size_bytes))
+        .collect();
+    let ratio = sizes["int8"] as f64 / sizes["source"] as f64;
     assert!(
         ratio < 0.5,
         "INT8 file of mlp-l is {ratio:.2} of the source"
@@ -781,7 +855,8 @@ async fn tenants_cannot_see_each_others_models(b: &Backends) {
 
     let m = p.model(&a, "digits-logreg").await;
     assert_eq!(m["status"], "ready");
-    assert_eq!(variants(&m).len(), 28);
+    let (kept, gone) = kept_and_pruned(&m);
+    assert_eq!(kept.len() + gone.len(), 28);
     assert_eq!(
         names(&p.get(&a, "/v1/models").await.body["models"]).len(),
         1
@@ -805,7 +880,9 @@ async fn delete_removes_model_variants_and_objects(b: &Backends) {
         .id;
     let prefix = format!("tenants/{}/models/{id}/", t.id);
     let objects = &p.server.state.objects;
-    assert_eq!(objects.list(&prefix).await.expect("list").len(), 4);
+    // The validation set and each file a kept variant uses.
+    let files = kept_files(&p.model(&t, "digits-mlp-s").await).len();
+    assert_eq!(objects.list(&prefix).await.expect("list").len(), 1 + files);
     assert!(p.db().stored_bytes(&t.id).await.expect("bytes") > 0);
 
     let d = p.delete(&t, "/v1/models/digits-mlp-s").await;
@@ -932,13 +1009,12 @@ async fn restart_resumes_unfinished_registration(b: &Backends) {
     .await;
     let m = q.wait_ready(&t, name, READY).await;
     let all = variants(&m);
+    let (kept, gone) = kept_and_pruned(&m);
     assert_eq!(
-        all.len(),
+        kept.len() + gone.len(),
         42,
-        "{name}: 3 files x 2 thread counts x 7 batch sizes"
+        "{name}: 3 files x 2 thread counts x 7 batch sizes, kept or pruned"
     );
-    let unique: BTreeSet<&str> = all.iter().filter_map(|v| v["name"].as_str()).collect();
-    assert_eq!(unique.len(), 42, "duplicate variants after the restart");
     for v in all {
         check_variant(name, v);
     }
@@ -949,7 +1025,10 @@ async fn restart_resumes_unfinished_registration(b: &Backends) {
             assert_eq!(v["latency"], before["latency"], "{}", v["name"]);
         }
     }
-    assert_eq!(q.db().list_variants(&id).await.expect("variants").len(), 42);
+    assert_eq!(
+        q.db().list_variants(&id).await.expect("variants").len(),
+        kept.len()
+    );
     q.stop().await;
 }
 

@@ -517,6 +517,174 @@ async fn queries_join_a_load_under_way() {
     panic!("in five rounds no query joined a load under way");
 }
 
+/// Scaling events of `app` with the query path's action, oldest first.
+async fn query_loads(p: &Platform, t: &Tenant, app: &str) -> Vec<Value> {
+    let a = p
+        .get(t, &format!("/v1/apps/{app}/scaling-events?limit=1000"))
+        .await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let mut events: Vec<Value> = a.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "load-for-queries")
+        .cloned()
+        .collect();
+    events.reverse();
+    events
+}
+
+/// Every load the query path starts is a scaling event of the application, with the
+/// selection's reason, the variant and the worker: the dashboard and the API say why each
+/// instance exists. Queries that join a load under way record nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_load_for_queries_is_a_scaling_event() {
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
+    assert!(query_loads(&p, &t, APP).await.is_empty());
+    let (s, a) = post(
+        &p,
+        &t,
+        "/v1/models/digits-forest/infer",
+        json!({"inputs": [digit_row("input", 3)], "latency_ms": 500.0}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let reason = a["reason"].as_str().unwrap();
+    assert!(reason.starts_with("load "), "{reason}");
+    // Stored in the background: wait for it a little.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let events = loop {
+        let events = query_loads(&p, &t, APP).await;
+        if !events.is_empty() || Instant::now() > deadline {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let e = &events[0];
+    assert_eq!(e["variant"], a["variant"], "{e}");
+    assert_eq!(e["reason"].as_str().unwrap(), reason, "{e}");
+    assert!(e["worker"].as_str().is_some_and(|w| !w.is_empty()), "{e}");
+    let (before, after) = (
+        e["cost_before_per_s"].as_f64().unwrap(),
+        e["cost_after_per_s"].as_f64().unwrap(),
+    );
+    assert!(before == 0.0 && after > 0.0, "{e}");
+    // Served by the loaded instance from now on: no further event.
+    for i in 0..5 {
+        let (s, a) = post(
+            &p,
+            &t,
+            "/v1/models/digits-forest/infer",
+            json!({"inputs": [digit_row("input", i)], "latency_ms": 500.0}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(query_loads(&p, &t, APP).await.len(), 1);
+    p.stop().await;
+}
+
+/// The state of the one instance of `variant` as `GET /v1/workers` shows it.
+async fn instance_state(p: &Platform, t: &Tenant, variant: &str) -> Option<String> {
+    alive_workers(p, t)
+        .await
+        .iter()
+        .flat_map(|w| w["instances"].as_array().cloned().unwrap_or_default())
+        .find(|i| i["variant"] == variant)
+        .map(|i| i["state"].as_str().unwrap().to_string())
+}
+
+/// Waits up to `secs` for the monitoring loop to put the instance of `variant` in `want`.
+async fn wait_state(p: &Platform, t: &Tenant, variant: &str, want: &str, secs: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if instance_state(p, t, variant).await.as_deref() == Some(want) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+/// Overload is judged by the SLO: an instance far below its profiled peak, with an empty
+/// queue and runs at its profiled speed, is Overloaded by the monitoring loop as soon as more
+/// than 2% of its queries (and at least 3) are answered after their SLO, and Active again once
+/// they are answered in time. The lateness is recorded as the query path records it
+/// (`Cluster::record_answer`, with the answer's end-to-end latency and the query's SLO).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_whose_queries_are_late_is_overloaded() {
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
+    let (s, a) = post(
+        &p,
+        &t,
+        "/v1/models/digits-forest/infer",
+        json!({"inputs": [digit_row("input", 1)]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (variant, worker) = (
+        a["variant"].as_str().unwrap().to_string(),
+        a["worker"].as_str().unwrap().to_string(),
+    );
+    let cluster = &p.server.state.cluster;
+    let variant_id = cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.variant.name == variant)
+        .unwrap()
+        .entry
+        .variant
+        .id
+        .clone();
+    assert!(wait_state(&p, &t, &variant, "active", 5).await);
+    // A window of 100 answers in time and 5 late ones (5%), nothing queued, a trickle of load.
+    let window = |late: usize| {
+        for i in 0..100 + late {
+            let ms = if i < late { 80.0 } else { 2.0 };
+            cluster.record_answer(&worker, &variant_id, ms, 50.0);
+        }
+    };
+    // Each monitoring period (1 s) takes the answers recorded since the one before.
+    let overloaded = async {
+        for _ in 0..4 {
+            window(5);
+            if wait_state(&p, &t, &variant, "overloaded", 1).await {
+                return true;
+            }
+        }
+        false
+    }
+    .await;
+    assert!(overloaded, "{:?}", instance_state(&p, &t, &variant).await);
+    let active = async {
+        for _ in 0..4 {
+            window(0);
+            if wait_state(&p, &t, &variant, "active", 1).await {
+                return true;
+            }
+        }
+        false
+    }
+    .await;
+    assert!(active, "{:?}", instance_state(&p, &t, &variant).await);
+    // Two late answers in a hundred are under the bar.
+    for _ in 0..3 {
+        window(2);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert_eq!(
+            instance_state(&p, &t, &variant).await.as_deref(),
+            Some("active")
+        );
+    }
+    p.stop().await;
+}
+
 /// `GET /v1/workers` lists the caller's loads under way on each worker with the rows that wait
 /// for them, and only the caller's; a load leaves the list when its instance is ready or the
 /// load fails.

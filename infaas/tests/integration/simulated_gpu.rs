@@ -124,11 +124,19 @@ async fn simulated_gpu_variants_are_profiled_and_served() {
     let variants = model["variants"].as_array().unwrap();
     let gpu: Vec<&Value> = variants.iter().filter(|v| v["hardware"] == "gpu").collect();
     assert!(!gpu.is_empty(), "no GPU variants: {model}");
+    // Made, then kept or pruned (the simulated GPU holds every file for the same time, so
+    // files of equal accuracy tie there and the ORT-optimised one is kept).
+    let pruned_gpu: Vec<&Value> = model["pruned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["hardware"] == "gpu")
+        .collect();
     assert!(
-        gpu.iter().any(|v| v["file"] == "fp16"),
+        gpu.iter().chain(&pruned_gpu).any(|v| v["file"] == "fp16"),
         "no FP16 variant on the GPU"
     );
-    assert!(gpu.iter().all(|v| v["file"] != "int8"));
+    assert!(gpu.iter().chain(&pruned_gpu).all(|v| v["file"] != "int8"));
     assert!(gpu.iter().any(|v| v["max_batch"] == 64));
     for v in &gpu {
         assert_eq!(v["status"], "profiled", "{v}");
@@ -145,9 +153,15 @@ async fn simulated_gpu_variants_are_profiled_and_served() {
         }
     }
 
-    // Load the FP32 GPU variant on the simulated worker (as a scaling decision would), then
-    // query the model: its only instance is that one.
-    let gpu_name = format!("{MODEL}.fp32.gpu.t1.b8");
+    // Load an FP32 GPU variant (the source file's if kept, else the ORT-optimised one's) on
+    // the simulated worker (as a scaling decision would), then query the model: its only
+    // instance is that one.
+    let fp32 = |token: &str| format!("{MODEL}.{token}.gpu.t1.b8");
+    let gpu_name = ["fp32", "opt"]
+        .map(fp32)
+        .into_iter()
+        .find(|n| gpu.iter().any(|v| v["name"] == n.as_str()))
+        .unwrap_or_else(|| panic!("no FP32 GPU variant at max batch 8 kept: {model}"));
     // The model reads as ready a moment before the registry refreshes the serving catalog
     // (a query in between refreshes it itself); this test reads the catalog directly.
     p.server

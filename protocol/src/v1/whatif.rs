@@ -16,7 +16,7 @@ pub enum TraceSource {
     Csv(String),
     /// A workload generator, `KIND:key=value,...`, e.g.
     /// `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
-    /// `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+    /// `burst`, `diurnal`; docs/simulator.md, "Workloads"); at most 1,000 characters.
     Generate(String),
 }
 
@@ -53,8 +53,8 @@ pub struct WhatIfRequest {
     /// CPU workers of the simulated cluster (default: the live CPU workers).
     #[schema(minimum = 0, maximum = 256)]
     pub cpu_workers: Option<u32>,
-    /// Cores (intra-op threads) a simulated worker offers (default: the largest thread budget
-    /// of the live workers).
+    /// Cores (intra-op threads) a simulated worker offers (default: the most cores of a live
+    /// worker).
     #[schema(minimum = 1, maximum = 1024)]
     pub cpu_cores: Option<u32>,
     /// GPU workers of the simulated cluster (default: the live GPU workers).

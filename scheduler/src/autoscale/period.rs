@@ -131,12 +131,15 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
     };
     let mut out = PeriodPlan::default();
     // Threads count against the cores they run on: a worker's spare threads for vertical
-    // scaling are its idle CPU cores (within its thread budget). Threads on a busy CPU add no
-    // capacity.
-    let free: Vec<usize> = s
-        .workers()
-        .iter()
-        .map(|w| w.free_cores().min(w.idle_cpu_cores()))
+    // scaling are its idle CPU cores, and the cores its busy instances' threads leave (within
+    // its thread budget). Threads on a busy CPU add no capacity, only contention.
+    let free: Vec<usize> = (0..s.workers().len())
+        .map(|wi| {
+            let w = &s.workers()[wi];
+            w.free_cores()
+                .min(w.idle_cpu_cores())
+                .min(w.cpu_cores.saturating_sub(s.busy_threads(wi)))
+        })
         .collect();
     // Families that got threads this period: the plan may only add to them.
     let mut grown: Vec<usize> = Vec::new();

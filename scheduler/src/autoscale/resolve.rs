@@ -78,16 +78,24 @@ impl ClaimedRoom {
             })
     }
 
-    fn fits(&self, s: &Snapshot, v: usize, w: usize) -> bool {
+    /// Whether worker `w` can take an instance of `v` with the room claimed so far. An
+    /// instance that `adds` CPU demand (a replica, not a replacement of an instance that frees
+    /// its threads) also needs cores that the worker's busy instances, its loads under way and
+    /// this period's claims leave ([`Snapshot::busy_threads`]): capacity is counted in cores.
+    fn fits(&self, s: &Snapshot, v: usize, w: usize, adds: bool) -> bool {
         let (Some(var), Some(wk)) = (s.variants().get(v), s.workers().get(w)) else {
             return false;
         };
         let cores = self.cores.get(&w).copied().unwrap_or(0);
         let memory = self.memory.get(&w).copied().unwrap_or(0);
+        let cpu_room = !adds
+            || var.hardware != HardwareKind::Cpu
+            || s.busy_threads(w) + cores + var.threads <= wk.cpu_cores;
         wk.alive
             && wk.hardware.contains(&var.hardware)
             && wk.free_cores() >= cores + var.threads
             && wk.free_memory() >= memory + var.memory_bytes
+            && cpu_room
             && !self.hosts(s, v, w)
     }
 
@@ -98,8 +106,8 @@ impl ClaimedRoom {
         self.placed.insert((v, w));
     }
 
-    /// Where a new instance of `v` goes: `preferred` when it can take it, else the
-    /// least-utilised live worker that can (never one in `avoid`). Takes the room.
+    /// Where a new instance of `v` that replaces another goes: `preferred` when it can take
+    /// it, else the least-utilised live worker that can (never one in `avoid`). Takes the room.
     pub fn place(
         &mut self,
         s: &Snapshot,
@@ -107,7 +115,30 @@ impl ClaimedRoom {
         preferred: Option<usize>,
         avoid: Option<usize>,
     ) -> Option<usize> {
-        let ok = |w: usize| Some(w) != avoid && self.fits(s, v, w);
+        self.place_with(s, v, preferred, avoid, false)
+    }
+
+    /// [`ClaimedRoom::place`] for an instance that adds CPU demand (a replica): only where
+    /// busy threads leave cores for it.
+    pub fn place_new(
+        &mut self,
+        s: &Snapshot,
+        v: usize,
+        preferred: Option<usize>,
+        avoid: Option<usize>,
+    ) -> Option<usize> {
+        self.place_with(s, v, preferred, avoid, true)
+    }
+
+    fn place_with(
+        &mut self,
+        s: &Snapshot,
+        v: usize,
+        preferred: Option<usize>,
+        avoid: Option<usize>,
+        adds: bool,
+    ) -> Option<usize> {
+        let ok = |w: usize| Some(w) != avoid && self.fits(s, v, w, adds);
         let chosen = preferred.filter(|&w| ok(w)).or_else(|| {
             (0..s.workers().len()).filter(|&w| ok(w)).min_by(|&a, &b| {
                 let (wa, wb) = (&s.workers()[a], &s.workers()[b]);
@@ -190,7 +221,7 @@ pub fn resolve(
             if variant >= s.variants().len() {
                 return Resolution::Skip(format!("variant {variant} is not in the snapshot"));
             }
-            match claims.place(s, variant, Some(worker), None) {
+            match claims.place_new(s, variant, Some(worker), None) {
                 Some(w) => job("replicate", variant, w, vec![load(variant, w)]),
                 None => short(variant),
             }
@@ -247,7 +278,7 @@ pub fn resolve(
             }
             let mut steps = Vec::with_capacity(replicas + 1);
             for _ in 0..replicas {
-                match claims.place(s, inst.variant, None, Some(inst.worker)) {
+                match claims.place_new(s, inst.variant, None, Some(inst.worker)) {
                     Some(w) => steps.push(load(inst.variant, w)),
                     None => return short(inst.variant),
                 }
@@ -330,6 +361,7 @@ mod tests {
             alive: true,
             utilisation,
             interference_seen: false,
+            busy_threads: 0,
         }
     }
 

@@ -53,6 +53,7 @@ pub(super) fn cpu_worker(id: &str, cores: usize) -> WorkerEntry {
         alive: true,
         utilisation: 0.1,
         interference_seen: false,
+        busy_threads: 0,
     }
 }
 

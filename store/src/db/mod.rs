@@ -19,7 +19,7 @@ use sqlx::AnyPool;
 use crate::StoreError;
 
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
-pub use models::{CatalogEntry, NewModel, NewVariant};
+pub use models::{CatalogEntry, NewModel, NewVariant, PruneMark, PrunedVariant};
 pub use objects::ObjectRecord;
 pub use pipelines::PipelineRow;
 pub use reports::{JobSummary, NewScalingEvent, ScalingEventRow};

@@ -39,6 +39,32 @@ pub struct NewVariant {
     pub max_batch: usize,
 }
 
+/// A variant a registration did not keep: another variant of the model on the same
+/// hardware, threads and max batch dominates it (status `pruned`; never served, not in
+/// [`Db::list_variants`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrunedVariant {
+    pub name: String,
+    pub file_kind: FileKind,
+    pub hardware: HardwareKind,
+    pub threads: usize,
+    pub max_batch: usize,
+    pub accuracy: Option<f64>,
+    /// The name of the kept variant that dominates it.
+    pub dominated_by: String,
+    /// Why, e.g. `accuracy 0.379 <= 1.000 of opt, not faster at any batch`.
+    pub reason: String,
+}
+
+/// A variant to prune at the end of a registration ([`Db::finish_registration`]).
+#[derive(Debug, Clone)]
+pub struct PruneMark {
+    pub variant_id: String,
+    /// The name of the kept variant that dominates it.
+    pub dominated_by: String,
+    pub reason: String,
+}
+
 const MODEL_COLS: &str = "m.id, m.tenant_id, m.app_id, a.name AS app_name, m.name, m.task, m.status, \
     m.error, m.progress, m.progress_detail, m.source_key, m.validation_key, m.size_bytes, m.sha256, \
     m.declared, m.signature, m.created_at, m.updated_at";
@@ -225,6 +251,81 @@ impl Db {
         .execute(self.pool())
         .await?;
         Ok(())
+    }
+
+    /// Ends a registration: marks the `pruned` variants of the model pruned (with the kept
+    /// variant that dominates each and why) and the model ready with `detail`, in one
+    /// transaction, so that a registration stopped before it resumes with every variant and
+    /// prunes again, and one stopped after it is done.
+    pub async fn finish_registration(
+        &self,
+        model_id: &str,
+        pruned: &[PruneMark],
+        detail: &str,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool().begin().await?;
+        for p in pruned {
+            sqlx::query(
+                "UPDATE variants SET status = 'pruned', pruned_by = $1, pruned_reason = $2, \
+                 updated_at = $3 WHERE id = $4 AND model_id = $5",
+            )
+            .bind(&p.dominated_by)
+            .bind(&p.reason)
+            .bind(now)
+            .bind(&p.variant_id)
+            .bind(model_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE models SET status = 'ready', progress = 1, progress_detail = $1, error = NULL, \
+             updated_at = $2 WHERE id = $3",
+        )
+        .bind(detail)
+        .bind(now)
+        .bind(model_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The variants of a model its registration pruned, with why.
+    pub async fn list_pruned_variants(
+        &self,
+        model_id: &str,
+    ) -> Result<Vec<PrunedVariant>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, optimization, hardware, threads, max_batch, accuracy, pruned_by, \
+             pruned_reason FROM variants WHERE model_id = $1 AND status = 'pruned' \
+             ORDER BY optimization, hardware, threads, max_batch",
+        )
+        .bind(model_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.try_get("optimization")?;
+                let hw: String = r.try_get("hardware")?;
+                let threads: i64 = r.try_get("threads")?;
+                let max_batch: i64 = r.try_get("max_batch")?;
+                let by: Option<String> = r.try_get("pruned_by")?;
+                let reason: Option<String> = r.try_get("pruned_reason")?;
+                Ok(PrunedVariant {
+                    name: r.try_get("name")?,
+                    file_kind: FileKind::parse(&kind)
+                        .ok_or_else(|| corrupt("variants.optimization", &kind))?,
+                    hardware: HardwareKind::parse(&hw)
+                        .ok_or_else(|| corrupt("variants.hardware", &hw))?,
+                    threads: threads.max(0) as usize,
+                    max_batch: max_batch.max(0) as usize,
+                    accuracy: r.try_get("accuracy")?,
+                    dominated_by: by.unwrap_or_default(),
+                    reason: reason.unwrap_or_default(),
+                })
+            })
+            .collect()
     }
 
     /// Deletes a model with its files, variants and profiles; returns it.
@@ -432,11 +533,12 @@ impl Db {
         Ok(rows.len())
     }
 
-    /// Variants of a model with their latency profiles, by name.
+    /// Variants of a model with their latency profiles, by name; not the pruned ones
+    /// ([`Db::list_pruned_variants`]).
     pub async fn list_variants(&self, model_id: &str) -> Result<Vec<Variant>, StoreError> {
         let rows = sqlx::query(
             "SELECT id, model_id, file_id, name, optimization, hardware, threads, max_batch, status, \
-             accuracy, load_ms, memory_bytes FROM variants WHERE model_id = $1 \
+             accuracy, load_ms, memory_bytes FROM variants WHERE model_id = $1 AND status <> 'pruned' \
              ORDER BY optimization, hardware, threads, max_batch",
         )
         .bind(model_id)
@@ -445,7 +547,7 @@ impl Db {
         let points = sqlx::query(
             "SELECT p.variant_id, p.batch_size, p.p50_ms, p.p99_ms, p.mean_ms, p.throughput_per_s \
              FROM variant_profiles p JOIN variants v ON v.id = p.variant_id \
-             WHERE v.model_id = $1 ORDER BY p.batch_size",
+             WHERE v.model_id = $1 AND v.status <> 'pruned' ORDER BY p.batch_size",
         )
         .bind(model_id)
         .fetch_all(self.pool())

@@ -7,6 +7,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use infaas_core::time::now_ms;
 use infaas_core::{Model, Variant};
+use infaas_protocol::v1::PrunedVariantView;
 use infaas_web::dashboard::{
     percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage,
     LatencyCell, LoadingRow, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm,
@@ -283,6 +284,15 @@ pub async fn model(
 ) -> PageResult {
     let model = state.db.get_model(session.tenant_id(), &name).await?;
     let variants = state.db.list_variants(&model.id).await?;
+    let pruned: Vec<PrunedVariantView> = state
+        .db
+        .list_pruned_variants(&model.id)
+        .await?
+        .into_iter()
+        .map(crate::routes::models::pruned_view)
+        .collect();
+    let kept_files: Vec<&str> = variants.iter().map(|v| v.file_kind.as_str()).collect();
+    let pruned = PrunedVariantView::summary(&pruned, &kept_files);
     let mut instances = instances_of(&state, &variants);
     let m = ModelWithVariants { model, variants };
     let rows = m
@@ -320,6 +330,7 @@ pub async fn model(
             signature: signature_lines(m.model.signature.as_ref()),
             created: format::datetime(m.model.created_at_ms),
             variants: rows,
+            pruned,
         },
     )
 }
@@ -343,6 +354,7 @@ pub async fn workers(State(state): State<AppState>, session: Session) -> PageRes
                 .join(", "),
             cores: w.cores,
             threads: format!("{} / {}", w.threads_used, w.thread_budget),
+            busy_threads: format!("{} / {}", w.busy_threads, w.cores),
             memory: format!(
                 "{} / {}",
                 format::bytes(w.memory_used_bytes as i64),

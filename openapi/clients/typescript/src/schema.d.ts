@@ -389,7 +389,7 @@ export interface paths {
         };
         /**
          * A model with its status, progress and variants (accuracy, load time, memory,
-         *     latency per batch size).
+         *     latency per batch size), and the variants its registration pruned with why.
          */
         get: operations["show_model"];
         put?: never;
@@ -705,7 +705,7 @@ export interface components {
              * @description The profile's median latency at batch 1, in milliseconds.
              */
             profile_p50_ms_batch_1?: number | null;
-            /** @description `true`: not a real GPU (see the README's "Simulated GPU workers"). */
+            /** @description `true`: not a real GPU (see docs/operations.md, "Simulated GPU workers"). */
             simulated: boolean;
         };
         Health: {
@@ -766,6 +766,8 @@ export interface components {
         InstanceView: {
             /** @description Batch sizes served: `[batch rows, count]`. */
             batch_histogram: number[][];
+            /** @description Whether its threads count in the worker's `busy_threads`. */
+            busy: boolean;
             /** Format: double */
             latency_p50_ms: number;
             /** Format: double */
@@ -946,6 +948,11 @@ export interface components {
             progress: number;
             /** @description The current step of the background work. */
             progress_detail?: string | null;
+            /**
+             * @description The variants the registration did not keep, with the variant that dominates each and
+             *     why (also summed up in the final `progress_detail`).
+             */
+            pruned?: components["schemas"]["PrunedVariantView"][];
             sha256: string;
             /** @description Inputs and outputs: `{"inputs": [{"name", "datatype", "shape"}], "outputs": [...]}`. */
             signature: Record<string, never>;
@@ -956,6 +963,7 @@ export interface components {
             task: string;
             /** Format: int64 */
             updated_at_ms: number;
+            /** @description The variants kept (pruned ones are in `pruned`). */
             variants: components["schemas"]["VariantView"][];
         };
         /** @description What one node did for the query. */
@@ -1022,7 +1030,7 @@ export interface components {
             queries_last_minute: number;
             /**
              * @description The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-             *     `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+             *     `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
              */
             spec: Record<string, never>;
             /**
@@ -1049,6 +1057,31 @@ export interface components {
              *     every arrival counts as a pipeline query.
              */
             trace_csv?: string | null;
+        };
+        /**
+         * @description A variant the registration did not keep: another variant of the model on the same
+         *     hardware, intra-op threads and max batch is at least as accurate and at least as fast at
+         *     every batch size (not more than 5% slower on mean and p50 at any). It is never served; a
+         *     file none of whose variants is kept is deleted.
+         */
+        PrunedVariantView: {
+            /**
+             * Format: double
+             * @description Top-1 accuracy of its file on the validation set, in [0, 1].
+             */
+            accuracy?: number | null;
+            /** @description The kept variant that dominates it. */
+            dominated_by: string;
+            /** @description Which file: `source`, `optimized`, `int8`, `fp16`. */
+            file: string;
+            /** @description `cpu` or `gpu`. */
+            hardware: string;
+            max_batch: number;
+            /** @description `{model}.{fp32|opt|int8|fp16}.{cpu|gpu}.t{threads}.b{max_batch}`. */
+            name: string;
+            /** @description Why, e.g. `accuracy 0.379 <= 1.000 of opt, not faster at any batch`. */
+            reason: string;
+            threads: number;
         };
         QuotaView: {
             /** Format: int64 */
@@ -1105,7 +1138,9 @@ export interface components {
         ScalingEvent: {
             /**
              * @description `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`, `rebalance`,
-             *     `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
+             *     `migrate`, `add-worker`, `remove-worker`, and `load-for-queries` (a load the query path
+             *     started for queries no loaded instance could answer in time); a failed action ends in
+             *     `-failed`.
              */
             action: string;
             /**
@@ -1171,7 +1206,7 @@ export interface components {
             /**
              * @description A workload generator, `KIND:key=value,...`, e.g.
              *     `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
-             *     `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+             *     `burst`, `diurnal`; docs/simulator.md, "Workloads"); at most 1,000 characters.
              */
             generate: string;
         };
@@ -1334,8 +1369,8 @@ export interface components {
         WhatIfRequest: {
             /**
              * Format: int32
-             * @description Cores (intra-op threads) a simulated worker offers (default: the largest thread budget
-             *     of the live workers).
+             * @description Cores (intra-op threads) a simulated worker offers (default: the most cores of a live
+             *     worker).
              */
             cpu_cores?: number | null;
             /**
@@ -1467,6 +1502,12 @@ export interface components {
         WorkerView: {
             address?: string | null;
             alive: boolean;
+            /**
+             * @description Intra-op threads of the worker's busy CPU instances, every tenant's (served within the
+             *     last 5 s, or with rows queued or a batch running): capacity is counted in cores, and
+             *     no load for queries nor added threads take this above `cores`.
+             */
+            busy_threads: number;
             cores: number;
             /**
              * @description The worker's GPUs (at most one for now); a simulated one runs GPU variants on the CPU
@@ -1490,6 +1531,13 @@ export interface components {
             /** Format: int64 */
             memory_used_bytes: number;
             name: string;
+            /**
+             * Format: double
+             * @description The worker process's own CPU time as a fraction of its cores, in [0, 1] (its instances
+             *     and, for the embedded worker, the controller's serving edge): at
+             *     `autoscale`'s self-contention mark (0.85) a slow instance there is not interference.
+             */
+            own_utilisation: number;
             thread_budget: number;
             threads_used: number;
             /**
@@ -3157,7 +3205,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description The pipeline document, JSON or YAML, at most 256 KiB (README, "Pipelines") */
+        /** @description The pipeline document, JSON or YAML, at most 256 KiB (docs/pipelines.md) */
         requestBody: {
             content: {
                 "application/json": Record<string, never>;

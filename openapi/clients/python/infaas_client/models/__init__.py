@@ -40,6 +40,7 @@ from .pipeline_view_spec import PipelineViewSpec
 from .pipeline_view_status_type_0 import PipelineViewStatusType0
 from .plan_body import PlanBody
 from .plan_pipeline_response_200 import PlanPipelineResponse200
+from .pruned_variant_view import PrunedVariantView
 from .quota_view import QuotaView
 from .readiness import Readiness
 from .recorded_trace import RecordedTrace
@@ -111,6 +112,7 @@ __all__ = (
     "PipelineViewStatusType0",
     "PlanBody",
     "PlanPipelineResponse200",
+    "PrunedVariantView",
     "QuotaView",
     "Readiness",
     "RecordedTrace",

@@ -15,7 +15,7 @@ T = TypeVar("T", bound="GpuView")
 class GpuView:
     """
     Attributes:
-        simulated (bool): `true`: not a real GPU (see the README's "Simulated GPU workers").
+        simulated (bool): `true`: not a real GPU (see docs/operations.md, "Simulated GPU workers").
         profile (None | str | Unset): The latency profile a simulated GPU follows (`PATH` or `PATH#MODEL#ACCEL`).
         profile_p50_ms_batch_1 (float | None | Unset): The profile's median latency at batch 1, in milliseconds.
     """

@@ -14,6 +14,7 @@ class InstanceView:
     """
     Attributes:
         batch_histogram (list[list[int]]): Batch sizes served: `[batch rows, count]`.
+        busy (bool): Whether its threads count in the worker's `busy_threads`.
         latency_p50_ms (float):
         latency_p99_ms (float):
         max_batch (int):
@@ -26,6 +27,7 @@ class InstanceView:
     """
 
     batch_histogram: list[list[int]]
+    busy: bool
     latency_p50_ms: float
     latency_p99_ms: float
     max_batch: int
@@ -43,6 +45,8 @@ class InstanceView:
             batch_histogram_item = batch_histogram_item_data
 
             batch_histogram.append(batch_histogram_item)
+
+        busy = self.busy
 
         latency_p50_ms = self.latency_p50_ms
 
@@ -67,6 +71,7 @@ class InstanceView:
         field_dict.update(
             {
                 "batch_histogram": batch_histogram,
+                "busy": busy,
                 "latency_p50_ms": latency_p50_ms,
                 "latency_p99_ms": latency_p99_ms,
                 "max_batch": max_batch,
@@ -91,6 +96,8 @@ class InstanceView:
 
             batch_histogram.append(batch_histogram_item)
 
+        busy = d.pop("busy")
+
         latency_p50_ms = d.pop("latency_p50_ms")
 
         latency_p99_ms = d.pop("latency_p99_ms")
@@ -111,6 +118,7 @@ class InstanceView:
 
         instance_view = cls(
             batch_histogram=batch_histogram,
+            busy=busy,
             latency_p50_ms=latency_p50_ms,
             latency_p99_ms=latency_p99_ms,
             max_batch=max_batch,

@@ -10,6 +10,7 @@ from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
     from ..models.model_view_signature import ModelViewSignature
+    from ..models.pruned_variant_view import PrunedVariantView
     from ..models.variant_view import VariantView
 
 
@@ -31,11 +32,14 @@ class ModelView:
         status (str): `pending`, `generating`, `profiling`, `ready` or `failed`.
         task (str):
         updated_at_ms (int):
-        variants (list[VariantView]):
+        variants (list[VariantView]): The variants kept (pruned ones are in `pruned`).
         error (None | str | Unset):
         label_names (list[str] | None | Unset):
         output (None | str | Unset): Declared output holding the prediction, if any.
         progress_detail (None | str | Unset): The current step of the background work.
+        pruned (list[PrunedVariantView] | Unset): The variants the registration did not keep, with the variant that
+            dominates each and
+            why (also summed up in the final `progress_detail`).
     """
 
     app: str
@@ -53,6 +57,7 @@ class ModelView:
     label_names: list[str] | None | Unset = UNSET
     output: None | str | Unset = UNSET
     progress_detail: None | str | Unset = UNSET
+    pruned: list[PrunedVariantView] | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +113,13 @@ class ModelView:
         else:
             progress_detail = self.progress_detail
 
+        pruned: list[dict[str, Any]] | Unset = UNSET
+        if not isinstance(self.pruned, Unset):
+            pruned = []
+            for pruned_item_data in self.pruned:
+                pruned_item = pruned_item_data.to_dict()
+                pruned.append(pruned_item)
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -133,12 +145,15 @@ class ModelView:
             field_dict["output"] = output
         if progress_detail is not UNSET:
             field_dict["progress_detail"] = progress_detail
+        if pruned is not UNSET:
+            field_dict["pruned"] = pruned
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         from ..models.model_view_signature import ModelViewSignature  # noqa: PLC0415
+        from ..models.pruned_variant_view import PrunedVariantView  # noqa: PLC0415
         from ..models.variant_view import VariantView  # noqa: PLC0415
 
         d = dict(src_dict)
@@ -213,6 +228,15 @@ class ModelView:
 
         progress_detail = _parse_progress_detail(d.pop("progress_detail", UNSET))
 
+        _pruned = d.pop("pruned", UNSET)
+        pruned: list[PrunedVariantView] | Unset = UNSET
+        if _pruned is not UNSET:
+            pruned = []
+            for pruned_item_data in _pruned:
+                pruned_item = PrunedVariantView.from_dict(pruned_item_data)
+
+                pruned.append(pruned_item)
+
         model_view = cls(
             app=app,
             created_at_ms=created_at_ms,
@@ -229,6 +253,7 @@ class ModelView:
             label_names=label_names,
             output=output,
             progress_detail=progress_detail,
+            pruned=pruned,
         )
 
         model_view.additional_properties = d

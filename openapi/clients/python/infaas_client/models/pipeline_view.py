@@ -28,7 +28,7 @@ class PipelineView:
         plan (None | PipelineViewPlanType0): The applied plan, if any (see `POST /v1/pipelines/{name}/plan`).
         queries_last_minute (int): Queries of the last minute on this controller.
         spec (PipelineViewSpec): The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-            `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+            `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
         status (None | PipelineViewStatusType0): Live figures (`GET /v1/pipelines/{name}` only): per node its planned
             and last variant,
             replicas, queued rows, p99 over the last minute, measured branch probability and cost

@@ -12,7 +12,7 @@ T = TypeVar("T", bound="PipelineViewSpec")
 @_attrs_define
 class PipelineViewSpec:
     """The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-    `inputs` or `from`, and an optional `when`), `outputs` and `slo` (README, "Pipelines").
+    `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
 
     """
 

@@ -17,7 +17,9 @@ class ScalingEvent:
     Attributes:
         action (str): `replicate`, `upgrade`, `downgrade`, `remove-replica`, `add-threads`, `remove-threads`,
             `rebalance`,
-            `migrate`, `add-worker`, `remove-worker`; a failed action ends in `-failed`.
+            `migrate`, `add-worker`, `remove-worker`, and `load-for-queries` (a load the query path
+            started for queries no loaded instance could answer in time); a failed action ends in
+            `-failed`.
         at_ms (int): When the action completed (or failed), milliseconds since the Unix epoch.
         id (str):
         reason (str): Why, with the figures the decision was taken on.

@@ -13,12 +13,12 @@ T = TypeVar("T", bound="TraceSourceType2")
 class TraceSourceType2:
     """A workload generator, `KIND:key=value,...`, e.g.
     `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
-    `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+    `burst`, `diurnal`; docs/simulator.md, "Workloads"); at most 1,000 characters.
 
         Attributes:
             generate (str): A workload generator, `KIND:key=value,...`, e.g.
                 `poisson:rate=50,duration=60,app=digits,slo=100` (kinds `poisson`, `gamma`, `step`,
-                `burst`, `diurnal`; README "Simulator"); at most 1,000 characters.
+                `burst`, `diurnal`; docs/simulator.md, "Workloads"); at most 1,000 characters.
     """
 
     generate: str

@@ -25,9 +25,9 @@ class WhatIfRequest:
         policies (list[WhatIfPolicyName]): Policies to compare, each at most once, in the order given.
         trace (TraceSourceType0 | TraceSourceType1 | TraceSourceType2): Where a run's trace comes from: exactly one of
             `recorded`, `csv` or `generate`.
-        cpu_cores (int | None | Unset): Cores (intra-op threads) a simulated worker offers (default: the largest thread
-            budget
-            of the live workers).
+        cpu_cores (int | None | Unset): Cores (intra-op threads) a simulated worker offers (default: the most cores of a
+            live
+            worker).
         cpu_workers (int | None | Unset): CPU workers of the simulated cluster (default: the live CPU workers).
         gpu_workers (int | None | Unset): GPU workers of the simulated cluster (default: the live GPU workers).
         max_cpu_workers (int | None | Unset): Most CPU workers the platform's worker autoscaler may run in the

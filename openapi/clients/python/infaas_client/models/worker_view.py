@@ -22,6 +22,9 @@ class WorkerView:
     """
     Attributes:
         alive (bool):
+        busy_threads (int): Intra-op threads of the worker's busy CPU instances, every tenant's (served within the
+            last 5 s, or with rows queued or a batch running): capacity is counted in cores, and
+            no load for queries nor added threads take this above `cores`.
         cores (int):
         gpus (list[GpuView]): The worker's GPUs (at most one for now); a simulated one runs GPU variants on the CPU
             and answers after the latency of a measured profile.
@@ -32,6 +35,9 @@ class WorkerView:
         memory_budget_bytes (int):
         memory_used_bytes (int):
         name (str):
+        own_utilisation (float): The worker process's own CPU time as a fraction of its cores, in [0, 1] (its instances
+            and, for the embedded worker, the controller's serving edge): at
+            `autoscale`'s self-contention mark (0.85) a slow instance there is not interference.
         thread_budget (int):
         threads_used (int):
         utilisation (float): Busy fraction of the cores, in [0, 1].
@@ -43,6 +49,7 @@ class WorkerView:
     """
 
     alive: bool
+    busy_threads: int
     cores: int
     gpus: list[GpuView]
     hardware: list[str]
@@ -52,6 +59,7 @@ class WorkerView:
     memory_budget_bytes: int
     memory_used_bytes: int
     name: str
+    own_utilisation: float
     thread_budget: int
     threads_used: int
     utilisation: float
@@ -61,6 +69,8 @@ class WorkerView:
 
     def to_dict(self) -> dict[str, Any]:
         alive = self.alive
+
+        busy_threads = self.busy_threads
 
         cores = self.cores
 
@@ -86,6 +96,8 @@ class WorkerView:
 
         name = self.name
 
+        own_utilisation = self.own_utilisation
+
         thread_budget = self.thread_budget
 
         threads_used = self.threads_used
@@ -110,6 +122,7 @@ class WorkerView:
         field_dict.update(
             {
                 "alive": alive,
+                "busy_threads": busy_threads,
                 "cores": cores,
                 "gpus": gpus,
                 "hardware": hardware,
@@ -119,6 +132,7 @@ class WorkerView:
                 "memory_budget_bytes": memory_budget_bytes,
                 "memory_used_bytes": memory_used_bytes,
                 "name": name,
+                "own_utilisation": own_utilisation,
                 "thread_budget": thread_budget,
                 "threads_used": threads_used,
                 "utilisation": utilisation,
@@ -139,6 +153,8 @@ class WorkerView:
 
         d = dict(src_dict)
         alive = d.pop("alive")
+
+        busy_threads = d.pop("busy_threads")
 
         cores = d.pop("cores")
 
@@ -168,6 +184,8 @@ class WorkerView:
 
         name = d.pop("name")
 
+        own_utilisation = d.pop("own_utilisation")
+
         thread_budget = d.pop("thread_budget")
 
         threads_used = d.pop("threads_used")
@@ -194,6 +212,7 @@ class WorkerView:
 
         worker_view = cls(
             alive=alive,
+            busy_threads=busy_threads,
             cores=cores,
             gpus=gpus,
             hardware=hardware,
@@ -203,6 +222,7 @@ class WorkerView:
             memory_budget_bytes=memory_budget_bytes,
             memory_used_bytes=memory_used_bytes,
             name=name,
+            own_utilisation=own_utilisation,
             thread_budget=thread_budget,
             threads_used=threads_used,
             utilisation=utilisation,

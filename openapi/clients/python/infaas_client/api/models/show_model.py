@@ -74,7 +74,7 @@ def sync_detailed(
     client: AuthenticatedClient,
 ) -> Response[ErrorBody | ModelView]:
     """A model with its status, progress and variants (accuracy, load time, memory,
-    latency per batch size).
+    latency per batch size), and the variants its registration pruned with why.
 
     Args:
         name (str):
@@ -104,7 +104,7 @@ def sync(
     client: AuthenticatedClient,
 ) -> ErrorBody | ModelView | None:
     """A model with its status, progress and variants (accuracy, load time, memory,
-    latency per batch size).
+    latency per batch size), and the variants its registration pruned with why.
 
     Args:
         name (str):
@@ -129,7 +129,7 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
 ) -> Response[ErrorBody | ModelView]:
     """A model with its status, progress and variants (accuracy, load time, memory,
-    latency per batch size).
+    latency per batch size), and the variants its registration pruned with why.
 
     Args:
         name (str):
@@ -157,7 +157,7 @@ async def asyncio(
     client: AuthenticatedClient,
 ) -> ErrorBody | ModelView | None:
     """A model with its status, progress and variants (accuracy, load time, memory,
-    latency per batch size).
+    latency per batch size), and the variants its registration pruned with why.
 
     Args:
         name (str):

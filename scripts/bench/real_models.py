@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Serving a milliseconds-a-row model on this machine's cores, as a new user would: the release
+binary on embedded defaults, a fresh server, one zoo model of a real architecture registered
+(the residual CNN by default), and the platform's own `infaas loadgen` as the client on the same
+machine.
+
+In one run it measures:
+1. the machine's capacity for the model: raw ONNX Runtime's best rows/s on one core (one
+   thread, batch sizes 1 to 32, on the validation rows) times the cores, less the per-request
+   cost of the server's edge (one `GET /healthz` request, measured with wrk in the same run):
+   `capacity = cores / (1 / best_rows_per_core_s + cores / healthz_rps)`;
+2. Poisson 1-row queries at 0.5x and 0.8x of that capacity, with an SLO of 10x the model's
+   batch-1 latency (raw ONNX Runtime, one thread), as a trace replayed by `infaas loadgen
+   --trace`: SLO attainment, p50/p99, and, sampled every 250 ms from `GET /v1/workers`, the
+   threads of busy instances against the cores; then the same trace in the simulator
+   (`POST /v1/whatif`: the platform's policy, one worker with this machine's cores, the profiles
+   the platform measured, the request path measured one query at a time), whose attainment is
+   compared with the server's;
+3. the throughput at saturation: closed-loop clients for the same time, as a ratio of the
+   capacity;
+4. the scaling events of the run (every load for queries among them).
+
+Usage: real_models.py --binary B [--model cifar-resnet] [--duration 60] [--connections 32]
+                      [--server-args '...'] [--json OUT]
+Called by scripts/bench/real_models.sh, which installs wrk and builds the binary first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import serving  # noqa: E402  (the shared server and wrk helpers)
+
+# Zoo models of real architectures: (model file, validation set, application).
+MODELS = {
+    "cifar-resnet": ("cifar-resnet.onnx", "cifar-val.npz", "vision"),
+    "text-encoder": ("text-encoder.onnx", "text-val.npz", "text"),
+}
+
+
+def feeds(npz_path: str, session) -> list[dict]:
+    """Validation rows as ONNX Runtime feeds, one dict per row."""
+    z = np.load(npz_path)
+    names = [i.name for i in session.get_inputs()]
+    if "x" in z.files:
+        arrays = {names[0]: z["x"]}
+    else:
+        arrays = {n: z[f"x.{n}"] for n in names}
+    rows = min(len(a) for a in arrays.values())
+    return [{n: a[i:i + 1] for n, a in arrays.items()} for i in range(rows)]
+
+
+def raw_ort(model_path: str, npz_path: str) -> dict:
+    """ONNX Runtime (Python, one thread): rows/s per batch size and the batch-1 median latency."""
+    import onnxruntime as ort
+    o = ort.SessionOptions()
+    o.intra_op_num_threads, o.inter_op_num_threads = 1, 1
+    s = ort.InferenceSession(model_path, o, providers=["CPUExecutionProvider"])
+    rows = feeds(npz_path, s)
+    out = {"rows_per_s": {}}
+    for b in (1, 2, 4, 8, 16, 32):
+        batch = {n: np.concatenate([rows[(i) % len(rows)][n] for i in range(b)]) for n in rows[0]}
+        for _ in range(10):
+            s.run(None, batch)
+        n, times, t = 0, [], time.perf_counter()
+        while time.perf_counter() - t < 3:
+            t0 = time.perf_counter()
+            s.run(None, batch)
+            times.append(time.perf_counter() - t0)
+            n += 1
+        out["rows_per_s"][b] = b * n / (time.perf_counter() - t)
+        if b == 1:
+            out["b1_ms"] = float(np.median(times) * 1e3)
+    out["best_rows_per_s"] = max(out["rows_per_s"].values())
+    return out
+
+
+class Sampler(threading.Thread):
+    """Samples `GET /v1/workers` every 250 ms: busy threads against cores, instances, states."""
+
+    def __init__(self, server: serving.Server):
+        super().__init__(daemon=True)
+        self.server, self.stop_at, self.samples = server, None, []
+        self.running = True
+
+    def run(self) -> None:
+        while self.running:
+            s, b = serving.http("GET", f"{self.server.base}/v1/workers", headers=self.server.auth)
+            if s == 200:
+                for w in json.loads(b)["workers"]:
+                    busy_instance_threads = sum(i["threads"] for i in w["instances"] if i["busy"])
+                    self.samples.append({
+                        "cores": w["cores"],
+                        "busy_threads": w["busy_threads"],
+                        "busy_instance_threads": busy_instance_threads,
+                        "instances": [(i["variant"], i["state"], i["threads"]) for i in w["instances"]],
+                    })
+            time.sleep(0.25)
+
+    def summary(self) -> dict:
+        if not self.samples:
+            return {"samples": 0}
+        over = [s for s in self.samples if s["busy_threads"] > s["cores"]]
+        return {
+            "samples": len(self.samples),
+            "cores": self.samples[0]["cores"],
+            "max_busy_threads": max(s["busy_threads"] for s in self.samples),
+            "samples_over_cores": len(over),
+            "max_instances": max(len(s["instances"]) for s in self.samples),
+            "states": sorted({st for s in self.samples for (_, st, _) in s["instances"]}),
+            "variants": sorted({v for s in self.samples for (v, _, _) in s["instances"]}),
+        }
+
+
+def write_trace(path: str, app: str, rate: float, duration: float, slo: float, seed: int) -> int:
+    """A Poisson trace in the simulator's CSV format (the server and the simulator replay it)."""
+    rng = random.Random(seed)
+    t, n = 0.0, 0
+    with open(path, "w") as f:
+        f.write("time_ms,app,slo_ms,min_accuracy\n")
+        while True:
+            t += rng.expovariate(rate) * 1e3
+            if t >= duration * 1e3:
+                return n
+            f.write(f"{t:.3f},{app},{slo:.3f},\n")
+            n += 1
+
+
+def whatif(server: serving.Server, csv: str, cores: int, overhead: list[float]) -> dict:
+    """The same trace in the simulator (`POST /v1/whatif`, the platform's policy, one CPU worker
+    with this machine's cores, the profiles the platform measured, the request path drawn from
+    `overhead`)."""
+    body = {"trace": {"csv": csv}, "policies": ["infaas_greedy"], "cpu_workers": 1,
+            "cpu_cores": cores, "gpu_workers": 0, "request_overhead_ms": overhead}
+    s, b = serving.http("POST", f"{server.base}/v1/whatif", json.dumps(body).encode(),
+                        {**server.auth, "content-type": "application/json"})
+    assert s == 202, b
+    run = json.loads(b)
+    for _ in range(1200):
+        s, b = serving.http("GET", f"{server.base}/v1/whatif/{run['id']}", headers=server.auth)
+        run = json.loads(b)
+        if run["status"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.5)
+    if run["status"] != "succeeded":
+        raise SystemExit(f"the what-if run did not succeed: {run}")
+    return run["results"][0]["summary"]
+
+
+def loadgen(binary: str, server: serving.Server, args: list[str]) -> dict:
+    env = dict(os.environ, INFAAS_SERVER=server.base, INFAAS_API_KEY=server.key)
+    out = subprocess.run([binary, "loadgen", "--json", *args], check=True, capture_output=True,
+                         text=True, env=env)
+    return json.loads(out.stdout)
+
+
+def phase(binary: str, server: serving.Server, name: str, lg_args: list[str]) -> dict:
+    sampler = Sampler(server)
+    sampler.start()
+    r = loadgen(binary, server, lg_args)
+    sampler.running = False
+    sampler.join()
+    r["threads"] = sampler.summary()
+    r.pop("percentiles_ms", None)
+    print(f"  {name}: sent {r['sent']}, ok {r['ok']}, {r['throughput_per_s']:.1f}/s, "
+          f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
+          f"attainment {100 * (r.get('slo_attainment') or 0):.2f}%, "
+          f"busy threads max {r['threads'].get('max_busy_threads')} / {r['threads'].get('cores')} "
+          f"({r['threads'].get('samples_over_cores')} of {r['threads'].get('samples')} samples over), "
+          f"variants {r['variants']}", flush=True)
+    return r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--model", default="cifar-resnet", choices=sorted(MODELS))
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--server-args", default="")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    model_file, val_file, app = MODELS[a.model]
+    model_path, val_path = os.path.join(ROOT, "zoo", model_file), os.path.join(ROOT, "zoo", val_file)
+    cores = os.cpu_count() or 1
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"{a.model}: {cores} cores, {started}", flush=True)
+
+    raw = raw_ort(model_path, val_path)
+    print(f"  raw ONNX Runtime, one thread: batch 1 {raw['b1_ms']:.2f} ms; rows/s "
+          + ", ".join(f"b{b} {r:.0f}" for b, r in raw["rows_per_s"].items()), flush=True)
+
+    # The server reads `<name>.onnx` and `<name>-val.npz` from one directory.
+    models = tempfile.mkdtemp(prefix="infaas-real-models-")
+    os.symlink(model_path, os.path.join(models, f"{a.model}.onnx"))
+    os.symlink(val_path, os.path.join(models, f"{a.model}-val.npz"))
+    server = serving.Server(a.binary, models, shlex.split(a.server_args))
+    try:
+        healthz = serving.wrk(server, "/healthz", None, {}, 16, 5)
+        capacity = cores / (1.0 / raw["best_rows_per_s"] + cores / healthz["rps"])
+        slo = 10.0 * raw["b1_ms"]
+        print(f"  /healthz {healthz['rps']:.0f} req/s; capacity {capacity:.1f} rows/s "
+              f"({cores} cores x best {raw['best_rows_per_s']:.0f} rows/s, less the edge); SLO {slo:.1f} ms",
+              flush=True)
+        t0 = time.time()
+        server.register(a.model, app)
+        print(f"  registered in {time.time() - t0:.1f} s", flush=True)
+        rows = ["--npz", val_path]
+        if "x" in np.load(val_path).files:
+            import onnxruntime as ort
+            rows += ["--input", ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).get_inputs()[0].name]
+        base = ["--app", app, *rows, "--latency-ms", f"{slo:.3f}"]
+        # The request path alone, one query at a time (what the simulator draws per query).
+        idle = loadgen(a.binary, server, ["--app", app, *rows, "--rate", "0", "--duration", "5"])
+        print(f"  request path, one query at a time: p50 {idle['p50_ms']:.2f} ms, p99 {idle['p99_ms']:.2f} ms",
+              flush=True)
+        results, simulated = {}, {}
+        work = tempfile.mkdtemp(prefix="infaas-real-traces-")
+        for frac in (0.5, 0.8):
+            trace = os.path.join(work, f"{frac}.csv")
+            n = write_trace(trace, app, frac * capacity, a.duration, slo, seed=int(frac * 10))
+            results[f"{frac}x"] = phase(
+                a.binary, server, f"{frac}x ({frac * capacity:.0f} q/s Poisson, {n} queries, {a.duration:.0f} s)",
+                ["--trace", trace, *rows])
+            with open(trace) as f:
+                sim = whatif(server, f.read(), cores, idle["percentiles_ms"])
+            simulated[f"{frac}x"] = sim
+            real = results[f"{frac}x"].get("slo_attainment") or 0.0
+            print(f"    simulated (what-if, same trace): attainment {100 * sim['slo_attainment']:.2f}% "
+                  f"({100 * (sim['slo_attainment'] - real):+.2f} points), p50 {sim['p50_ms']:.1f} ms, "
+                  f"p99 {sim['p99_ms']:.1f} ms", flush=True)
+        results["saturation"] = phase(
+            a.binary, server, f"saturation ({a.connections} closed-loop clients, {a.duration:.0f} s)",
+            [*base, "--rate", "0", "--connections", str(a.connections), "--duration", f"{a.duration}"])
+        sat = results["saturation"]["throughput_per_s"] / capacity
+        events = server.scaling_events(app)
+        report = {
+            "model": a.model, "date": started, "cores": cores, "raw_ort": raw,
+            "healthz_rps": healthz["rps"], "capacity_rows_per_s": capacity, "slo_ms": slo,
+            "phases": results, "simulated": simulated, "saturation_ratio": sat, "scaling_events": events,
+            "request_path_idle": {k: idle[k] for k in ("p50_ms", "p99_ms")},
+        }
+        print(f"  saturation: {sat:.2f}x of capacity; scaling events: {events}")
+        print()
+        print("| load | offered q/s | SLO attained | simulated | p50 | p99 | served q/s | busy threads max / cores | samples over |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for k, r in results.items():
+            t = r["threads"]
+            offered = "closed loop" if k == "saturation" else f"{float(k[:-1]) * capacity:.0f}"
+            sim = simulated.get(k)
+            sim_text = f"{100 * sim['slo_attainment']:.2f}%" if sim else "-"
+            print(f"| {k} | {offered} | {100 * (r.get('slo_attainment') or 0):.2f}% | {sim_text} "
+                  f"| {r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {r['throughput_per_s']:.0f} "
+                  f"| {t.get('max_busy_threads')} / {t.get('cores')} "
+                  f"| {t.get('samples_over_cores')} of {t.get('samples')} |")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(report, f, indent=2)
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
