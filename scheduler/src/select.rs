@@ -365,7 +365,7 @@ fn best_load(
     };
     let at = |vi: usize, v: &VariantEntry| match s.pending_load(vi) {
         Some(p) => Some(p.worker),
-        None => place(s, v, replica),
+        None => place(s, vi, v, replica),
     };
     let mut lowest: Option<(usize, usize, f64)> = None;
     for (vi, v, total) in candidates() {
@@ -487,13 +487,19 @@ fn best_load(
 }
 
 /// The least-loaded ([`WorkerEntry::load`]) live worker with `v`'s hardware, free cores for
-/// its threads and free memory for it. A `replica` of a CPU variant (its family already has
+/// its threads and free memory for it, that holds no instance of `v` yet. A `replica` of a CPU variant (its family already has
 /// live instances, all busy: another replica of the variant, or another variant of the same
 /// target) also needs idle CPU cores for its threads, and cores its worker's busy instances
 /// and loads under way leave ([`Snapshot::busy_threads`]): on a CPU that is busy anyway another
 /// instance adds no capacity, only a second queue and threads that contend for the same cores.
-fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
+fn place(s: &Snapshot, vi: usize, v: &VariantEntry, replica: bool) -> Option<usize> {
     let workers = s.workers();
+    // A worker holds at most one instance of a variant: one already there is busy, not room.
+    let hosts = |wi: usize| {
+        s.variant_instances(vi).iter().any(|&i| {
+            s.instances()[i].worker == wi && s.instances()[i].state != InstanceState::Inactive
+        })
+    };
     let adds_capacity = |wi: usize, w: &WorkerEntry| {
         !replica
             || v.hardware != HardwareKind::Cpu
@@ -511,7 +517,11 @@ fn place(s: &Snapshot, v: &VariantEntry, replica: bool) -> Option<usize> {
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
-        if w.can_host(v) && adds_capacity(wi, w) && best.is_none_or(|b| better(w, &workers[b])) {
+        if w.can_host(v)
+            && !hosts(wi)
+            && adds_capacity(wi, w)
+            && best.is_none_or(|b| better(w, &workers[b]))
+        {
             best = Some(wi);
         }
     }
@@ -975,14 +985,15 @@ mod tests {
     fn no_replica_on_a_cpu_without_idle_cores() {
         let mut f = fixture();
         let small = f.small;
+        let home = f.worker("home", 0.97);
         let w = f.worker("only", 0.1);
-        let hot = f.instance("hot", small, w);
+        let hot = f.instance("hot", small, home);
         let mut s = f.b.build();
         s.set_instance_state(hot, InstanceState::Overloaded)
             .unwrap();
         let q = app(Some(1.0), None);
-        // 8 cores at 10% busy: a replica.
-        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
+        // Another worker's 8 cores at 10% busy: a replica there.
+        assert!(matches!(select(&s, &q, &PRICES), Decision::Load { worker, .. } if worker == w));
         // The same cores, all busy (budget still free): the overloaded instance serves.
         s.set_worker_usage(w, 1, 0, 0.97).unwrap();
         match select_with(&s, &q, &PRICES, true) {
@@ -1001,6 +1012,42 @@ mod tests {
         assert!(matches!(select(&s, &q, &PRICES), Decision::Load { .. }));
     }
 
+    /// A replica goes to another worker: a worker holds one instance of a variant, so loading
+    /// the variant again where it runs would only restart a load of what is there.
+    #[test]
+    fn a_replica_never_goes_where_the_variant_already_runs() {
+        let mut f = fixture();
+        let small = f.small;
+        let w1 = f.worker("w1", 0.1);
+        let hot = f.instance("hot", small, w1);
+        let mut s = f.b.build();
+        s.set_instance_state(hot, InstanceState::Overloaded)
+            .unwrap();
+        // A 1 ms SLO: only `small` is eligible, and its one worker holds it.
+        let q = app(Some(1.0), None);
+        match select(&s, &q, &PRICES) {
+            Decision::Serve { instance, .. } => assert_eq!(instance, hot),
+            d => panic!("{d:?}"),
+        }
+        // With a second worker, the replica goes there.
+        let mut f = fixture();
+        let small = f.small;
+        let w1 = f.worker("w1", 0.1);
+        let w2 = f.worker("w2", 0.5);
+        let hot = f.instance("hot", small, w1);
+        let mut s = f.b.build();
+        s.set_instance_state(hot, InstanceState::Overloaded)
+            .unwrap();
+        match select(&s, &q, &PRICES) {
+            Decision::Load {
+                variant, worker, ..
+            } => {
+                assert_eq!((variant, worker), (small, w2));
+            }
+            d => panic!("{d:?}"),
+        }
+    }
+
     /// Capacity is counted in cores: a replica (or another variant of a busy target) is placed
     /// only where the threads of the worker's busy instances, and of loads under way there,
     /// leave cores for its threads, whatever the worker's thread budget says.
@@ -1008,9 +1055,12 @@ mod tests {
     fn no_replica_beyond_the_cores_that_busy_instances_leave() {
         let mut f = fixture();
         let small = f.small;
+        let home = f.worker("home", 0.1);
         let w = f.worker("only", 0.1);
-        let hot = f.instance("hot", small, w);
+        let hot = f.instance("hot", small, home);
         let mut s = f.b.build();
+        // The replica's only candidate is `w` (`home` holds the variant; a busy one).
+        s.set_worker_busy_threads(home, 64).unwrap();
         s.set_instance_state(hot, InstanceState::Overloaded)
             .unwrap();
         let q = app(Some(1.0), None);
@@ -1315,6 +1365,8 @@ mod tests {
         let mut f = fixture();
         let mid = f.mid;
         f.worker("w", 0.0);
+        // The replica of mid goes to another worker (one instance of a variant per worker).
+        f.worker("w2", 0.0);
         let mut s = f.b.build();
         // An overloaded instance of mid with 64 rows queued: 72 ms, sooner than the load
         // (102 ms) but over the SLO. It is left to the queries it still answers in time.

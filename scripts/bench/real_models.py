@@ -126,7 +126,8 @@ class Sampler(threading.Thread):
         }
 
 
-def write_trace(path: str, app: str, rate: float, duration: float, slo: float, seed: int) -> int:
+def write_trace(path: str, app: str, rate: float, duration: float, slo: float, seed: int,
+                min_accuracy: float | None = None) -> int:
     """A Poisson trace in the simulator's CSV format (the server and the simulator replay it)."""
     rng = random.Random(seed)
     t, n = 0.0, 0
@@ -136,7 +137,7 @@ def write_trace(path: str, app: str, rate: float, duration: float, slo: float, s
             t += rng.expovariate(rate) * 1e3
             if t >= duration * 1e3:
                 return n
-            f.write(f"{t:.3f},{app},{slo:.3f},\n")
+            f.write(f"{t:.3f},{app},{slo:.3f},{'' if min_accuracy is None else min_accuracy}\n")
             n += 1
 
 
@@ -191,6 +192,8 @@ def main() -> int:
     ap.add_argument("--model", default="cifar-resnet", choices=sorted(MODELS))
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--min-accuracy", type=float,
+                    help="sent with every query (e.g. 1.0: only the model's full-precision files qualify)")
     ap.add_argument("--server-args", default="")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -223,16 +226,18 @@ def main() -> int:
         if "x" in np.load(val_path).files:
             import onnxruntime as ort
             rows += ["--input", ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).get_inputs()[0].name]
-        base = ["--app", app, *rows, "--latency-ms", f"{slo:.3f}"]
+        acc = ["--min-accuracy", str(a.min_accuracy)] if a.min_accuracy is not None else []
+        base = ["--app", app, *rows, "--latency-ms", f"{slo:.3f}", *acc]
         # The request path alone, one query at a time (what the simulator draws per query).
-        idle = loadgen(a.binary, server, ["--app", app, *rows, "--rate", "0", "--duration", "5"])
+        idle = loadgen(a.binary, server, ["--app", app, *rows, *acc, "--rate", "0", "--duration", "5"])
         print(f"  request path, one query at a time: p50 {idle['p50_ms']:.2f} ms, p99 {idle['p99_ms']:.2f} ms",
               flush=True)
         results, simulated = {}, {}
         work = tempfile.mkdtemp(prefix="infaas-real-traces-")
         for frac in (0.5, 0.8):
             trace = os.path.join(work, f"{frac}.csv")
-            n = write_trace(trace, app, frac * capacity, a.duration, slo, seed=int(frac * 10))
+            n = write_trace(trace, app, frac * capacity, a.duration, slo, seed=int(frac * 10),
+                            min_accuracy=a.min_accuracy)
             results[f"{frac}x"] = phase(
                 a.binary, server, f"{frac}x ({frac * capacity:.0f} q/s Poisson, {n} queries, {a.duration:.0f} s)",
                 ["--trace", trace, *rows])
