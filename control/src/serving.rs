@@ -5,7 +5,9 @@
 use std::time::Instant;
 
 use infaas_core::Tensor;
-use infaas_scheduler::{select, variant_cost_per_query, Decision, Query, Snapshot, Target};
+use infaas_scheduler::{
+    select, variant_cost_per_query, Decision, Query, Snapshot, Target, VariantEntry, WorkerEntry,
+};
 use infaas_worker::LoadRequest;
 
 use crate::cluster::{schema, CallError, Served};
@@ -256,16 +258,10 @@ fn record_query_load(
     state: &ControlPlane,
     snapshot: &Snapshot,
     served: &Served,
-    variant: usize,
-    worker: usize,
+    v: &VariantEntry,
+    w: &WorkerEntry,
     reason: &str,
 ) {
-    let (Some(v), Some(w)) = (
-        snapshot.variants().get(variant),
-        snapshot.workers().get(worker),
-    ) else {
-        return;
-    };
     let prices = *state.cluster.prices();
     let before: f64 = snapshot
         .instances()
@@ -323,7 +319,7 @@ fn load_in_background(
     if !state.cluster.start_load(&w.id, &lr.variant_id).1 {
         return; // under way already: the query that started it recorded it
     }
-    record_query_load(state, snapshot, &served, variant, worker, reason);
+    record_query_load(state, snapshot, &served, v, w, reason);
     let (state, worker_id) = (state.clone(), w.id.clone());
     tokio::spawn(async move {
         match handle.load(&lr).await {
@@ -571,9 +567,7 @@ async fn serve_with(
                 let (waiting, started) = state.cluster.start_load(&w.id, &v.id);
                 let _waiting = waiting.enter(rows);
                 if started {
-                    if let Some(wi) = worker_idx {
-                        record_query_load(state, &snapshot, &served, variant_idx, wi, &reason);
-                    }
+                    record_query_load(state, &snapshot, &served, v, w, &reason);
                 }
                 let lr = load_request(&served);
                 if let Err(e) = handle.load(&lr).await {

@@ -145,41 +145,6 @@ pub fn self_contended(
     busy_threads > cores || utilisation - own_utilisation < t.neighbour_share
 }
 
-/// Bounds of [`busy_latency_scale`]: a profile is never read faster than measured idle, nor
-/// slower than this many times it (a larger gap is overload or interference, which the state
-/// machine judges, not a profile to serve by).
-pub const MAX_BUSY_LATENCY_SCALE: f64 = 3.0;
-
-/// Weight of the latest window in [`busy_latency_scale`].
-pub const BUSY_LATENCY_WEIGHT: f64 = 0.3;
-
-/// Runs slower than the profile by less than this many ms leave [`busy_latency_scale`] at 1:
-/// for variants that run in microseconds, a shared core's wake-up jitter is several times the
-/// profile and says nothing about what a query waits.
-pub const BUSY_LATENCY_FLOOR_MS: f64 = 0.5;
-
-/// How much slower than its idle profile a variant runs on a busy worker, updated with one
-/// window's figures: `prev` moved by [`BUSY_LATENCY_WEIGHT`] toward `observed_ms / profiled_ms`
-/// (the median session run time against the profiled median at the same batch), clamped to
-/// `[1, MAX_BUSY_LATENCY_SCALE]` (1 when the runs are within [`BUSY_LATENCY_FLOOR_MS`] of the
-/// profile). Selection and the overload test read the profile times this,
-/// so that they count what an instance delivers beside the serving edge and its neighbours, not
-/// an idle best case. A window without a measurement (`None`, or no profile) keeps `prev`.
-pub fn busy_latency_scale(prev: f64, observed_ms: Option<f64>, profiled_ms: f64) -> f64 {
-    let prev = prev.clamp(1.0, MAX_BUSY_LATENCY_SCALE);
-    match observed_ms {
-        Some(o) if o > 0.0 && profiled_ms > 0.0 => {
-            let ratio = if o - profiled_ms < BUSY_LATENCY_FLOOR_MS {
-                1.0
-            } else {
-                (o / profiled_ms).clamp(1.0, MAX_BUSY_LATENCY_SCALE)
-            };
-            prev + BUSY_LATENCY_WEIGHT * (ratio - prev)
-        }
-        _ => prev,
-    }
-}
-
 /// Saturation throughput in rows/s of a variant running full batches of `max_batch` rows that
 /// take `mean_ms` each. Zero when the profile is unusable (`mean_ms` not positive).
 pub fn peak_qps(max_batch: usize, mean_ms: f64) -> f64 {
@@ -563,29 +528,6 @@ mod tests {
             ..figures()
         });
         assert_eq!(transitions(Interfered, seq), 1);
-    }
-
-    #[test]
-    fn busy_latency_scale_follows_the_measured_runs_within_bounds() {
-        // Runs at 1.5x the profile: 1 -> 1.15 -> 1.255 ...
-        let s = busy_latency_scale(1.0, Some(3.0), 2.0);
-        assert!((s - 1.15).abs() < 1e-12, "{s}");
-        let s = busy_latency_scale(s, Some(3.0), 2.0);
-        assert!((s - 1.255).abs() < 1e-12, "{s}");
-        // Faster than the profile reads as the profile; far slower is capped.
-        assert_eq!(busy_latency_scale(1.0, Some(1.0), 2.0), 1.0);
-        let mut s = 1.0;
-        for _ in 0..100 {
-            s = busy_latency_scale(s, Some(100.0), 2.0);
-        }
-        assert!((s - MAX_BUSY_LATENCY_SCALE).abs() < 1e-9, "{s}");
-        // Microseconds over a microsecond profile are jitter, not a slower variant.
-        assert_eq!(busy_latency_scale(1.0, Some(0.3), 0.05), 1.0);
-        // Nothing measured, or no profile: unchanged.
-        assert_eq!(busy_latency_scale(1.4, None, 2.0), 1.4);
-        assert_eq!(busy_latency_scale(1.4, Some(3.0), 0.0), 1.4);
-        // Back toward 1 when the worker quietens.
-        assert!(busy_latency_scale(2.0, Some(2.0), 2.0) < 2.0);
     }
 
     #[test]

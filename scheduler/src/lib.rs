@@ -27,8 +27,7 @@ pub mod select;
 pub mod snapshot;
 
 pub use instance_state::{
-    busy_latency_scale, next_state, peak_qps, self_contended, InstanceFigures, InstanceState,
-    Thresholds,
+    next_state, peak_qps, self_contended, InstanceFigures, InstanceState, Thresholds,
 };
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{

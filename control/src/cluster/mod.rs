@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use infaas_core::HardwareKind;
 use infaas_executors::simulated::{LatencyProfile, ProfileError};
 use infaas_scheduler::{
-    busy_latency_scale, next_state, offline::OnlineLoad, peak_qps, self_contended, Clock, InFlight,
-    InFlightGuard, InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot,
-    Thresholds, WorkerEntry, BUSY_WITHIN_MS, INTERFERENCE_MEMORY_MS,
+    next_state, offline::OnlineLoad, peak_qps, self_contended, Clock, InFlight, InFlightGuard,
+    InstanceEntry, InstanceFigures, InstanceState, PendingLoad, Prices, Snapshot, Thresholds,
+    WorkerEntry, BUSY_WITHIN_MS, INTERFERENCE_MEMORY_MS,
 };
 use infaas_store::Db;
 use infaas_worker::{
@@ -190,9 +190,6 @@ pub struct Cluster {
     /// Per instance id, the queries with an SLO it answered since the last monitoring period
     /// and how many of them were late (what [`next_state`] judges overload by).
     slo_outcomes: Mutex<HashMap<String, SloOutcomes>>,
-    /// Per variant id, how much slower than its idle profile its instances run on their busy
-    /// workers ([`busy_latency_scale`]); selection and the overload test read profiles times it.
-    latency_scale: Mutex<HashMap<String, f64>>,
 }
 
 /// Queries with an SLO answered by one instance over a monitoring period.
@@ -281,7 +278,6 @@ impl Cluster {
             epoch: Instant::now(),
             interference_at: Mutex::new(HashMap::new()),
             slo_outcomes: Mutex::new(HashMap::new()),
-            latency_scale: Mutex::new(HashMap::new()),
         });
         if let Some(node) = local {
             cluster.upsert_worker(node.clone() as WorkerHandle, node.heartbeat());
@@ -674,11 +670,6 @@ impl Cluster {
             .map(|mut o| std::mem::take(&mut *o))
             .unwrap_or_default();
         let is_cpu = |variant_id: &str| cpu_variant(&catalog, variant_id);
-        let mut scales = self
-            .latency_scale
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default();
         for w in workers.values().filter(|w| w.alive) {
             let contended = self_contended(
                 busy_threads(&w.beat, is_cpu),
@@ -698,13 +689,6 @@ impl Cluster {
                     .iter()
                     .find(|p| p.batch >= typical_batch(i))
                     .or(v.latency.last());
-                let observed = (i.requests_total > 0 && i.qps > 0.0 && i.exec_p50_ms > 0.0)
-                    .then_some(i.exec_p50_ms);
-                let scale = scales.entry(i.variant_id.clone()).or_insert(1.0);
-                if let Some(t) = typical {
-                    *scale = busy_latency_scale(*scale, observed, t.p50_ms);
-                }
-                let scale = *scale;
                 let (peak, p99_profiled) = match (
                     v.latency
                         .iter()
@@ -717,7 +701,7 @@ impl Cluster {
                     // Overloaded after the threads that relieve it.
                     (Some(max), Some(t)) => (
                         infaas_scheduler::autoscale::vertical::amdahl_peak(
-                            peak_qps(max.batch, max.mean_ms * scale),
+                            peak_qps(max.batch, max.mean_ms),
                             v.threads.max(1),
                             i.threads.max(1),
                             self.parallel_fraction,
@@ -756,10 +740,6 @@ impl Cluster {
             }
         }
         states.retain(|id, _| seen.contains(id));
-        scales.retain(|v, _| catalog.variant(v).is_some());
-        if let Ok(mut s) = self.latency_scale.lock() {
-            *s = scales;
-        }
         if let Ok(mut at) = self.interference_at.lock() {
             at.retain(|_, t| t.elapsed() <= INTERFERENCE_MEMORY);
         }
@@ -791,21 +771,8 @@ impl Cluster {
         let mut b = Snapshot::builder();
         let mut served: Vec<&Arc<Served>> = catalog.variants().collect();
         served.sort_by(|a, b| a.entry.variant.id.cmp(&b.entry.variant.id));
-        let scales = self
-            .latency_scale
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or_default();
         for s in served {
-            let mut entry = s.selector_entry(schema::app_key(&s.entry.app, &s.schema_key));
-            if let Some(&k) = scales.get(&entry.id).filter(|&&k| k > 1.0) {
-                for p in &mut entry.latency {
-                    p.p50_ms *= k;
-                    p.p99_ms *= k;
-                    p.mean_ms *= k;
-                    p.throughput_per_s /= k;
-                }
-            }
+            let entry = s.selector_entry(schema::app_key(&s.entry.app, &s.schema_key));
             if let Err(e) = b.add_variant(&s.entry.tenant_id, entry) {
                 tracing::debug!(variant = %s.entry.variant.name, error = %e, "variant left out of the index");
             }
