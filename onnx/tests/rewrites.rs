@@ -11,13 +11,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+use common::value_info;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use infaas_onnx::proto::{
-    self, tensor_proto::DataType, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
+    self, tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorProto, ValueInfoProto,
 };
 use infaas_onnx::{
     convert_fp16, quantize_dynamic_int8, Dim, ElemType, IoInfo, OnnxError, OnnxModel,
@@ -509,28 +512,6 @@ fn quantize_options() {
 
 // ---------------------------------------------------------------------------
 // hand-built graphs for the edge cases
-
-fn value_info(name: &str, elem: DataType, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(proto::TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| proto::tensor_shape_proto::Dimension {
-                            value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 fn weight(name: &str, dims: &[i64]) -> TensorProto {
     let n: i64 = dims.iter().product();

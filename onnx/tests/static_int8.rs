@@ -5,11 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+use common::value_info;
+
 use std::collections::{BTreeMap, HashMap};
 
 use infaas_onnx::proto::{
-    self, tensor_proto::DataType, type_proto, AttributeProto, GraphProto, ModelProto, NodeProto,
-    OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
+    self, tensor_proto::DataType, AttributeProto, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorProto, ValueInfoProto,
 };
 use infaas_onnx::{
     add_graph_outputs, plan_static_int8, quantize_static_int8, MatMulMode, OnnxError, OnnxModel,
@@ -18,28 +21,6 @@ use infaas_onnx::{
 
 // ---------------------------------------------------------------------------
 // building graphs
-
-fn value_info(name: &str, elem: DataType, dims: &[i64]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: Some(name.into()),
-        r#type: Some(TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: Some(elem as i32),
-                shape: Some(proto::TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| proto::tensor_shape_proto::Dimension {
-                            value: Some(proto::tensor_shape_proto::dimension::Value::DimValue(d)),
-                            ..Default::default()
-                        })
-                        .collect(),
-                }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
 
 fn floats(name: &str, dims: &[i64], f: impl Fn(i64) -> f32) -> TensorProto {
     let n: i64 = dims.iter().product();
