@@ -243,8 +243,18 @@ fn err<T>(msg: impl Into<String>) -> Result<T, SpecError> {
 
 impl PipelineSpec {
     /// Structural checks; returns the nodes' indices in an order where every node comes after
-    /// the nodes it reads from.
+    /// the nodes it reads from. Every output must come from a node that runs for every row,
+    /// proved from the document alone ([`Self::check_outputs_total`] without label counts).
     pub fn check(&self) -> Result<Vec<usize>, SpecError> {
+        let order = self.check_structure()?;
+        self.check_outputs_total(&order, &|_| None)?;
+        Ok(order)
+    }
+
+    /// [`Self::check`] without the check that every output runs for every row (which may need
+    /// the label counts of the router outputs, known once the models are: see
+    /// [`Self::check_outputs_total`]).
+    pub fn check_structure(&self) -> Result<Vec<usize>, SpecError> {
         validate_name("pipeline", &self.name).map_err(SpecError)?;
         if self.nodes.is_empty() {
             return err("a pipeline needs at least one node");
@@ -303,7 +313,41 @@ impl PipelineSpec {
         if self.outputs.is_empty() {
             return err("a pipeline needs at least one output (`outputs`)");
         }
-        let total = self.total_nodes(&order, &index);
+        for (name, source) in &self.outputs {
+            match parse_source(source) {
+                Source::Request(_) => {
+                    return err(format!(
+                        "output '{name}': '{source}' is not a node output; write 'node.output'"
+                    ))
+                }
+                Source::Node { node, .. } => {
+                    if !index.contains_key(node) {
+                        return err(format!("output '{name}': unknown node '{node}'"));
+                    }
+                }
+            }
+        }
+        Ok(order)
+    }
+
+    /// Every output comes from a node that runs for every row: one without a `when` whose
+    /// sources all do, or a `combine` (other than `concat`) with such a source, or whose
+    /// sources are branches of one router that together take every label: nodes whose `when`
+    /// has `label_in` sets on the same `source` whose union holds every label that source has
+    /// (`labels(source)`: how many, e.g. 2 for scores of shape `[2]`; `None` when unknown, and
+    /// then only an unconditional source proves it). `order` is [`Self::check_structure`]'s.
+    pub fn check_outputs_total(
+        &self,
+        order: &[usize],
+        labels: &dyn Fn(&str) -> Option<usize>,
+    ) -> Result<(), SpecError> {
+        let index: BTreeMap<&str, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (n.name.as_str(), k))
+            .collect();
+        let total = self.total_nodes(order, &index, labels);
         for (name, source) in &self.outputs {
             match parse_source(source) {
                 Source::Request(_) => {
@@ -317,13 +361,13 @@ impl PipelineSpec {
                     };
                     if !total[k] {
                         return err(format!(
-                            "output '{name}' comes from node '{node}', which does not run for every row (it is behind a `when`); merge it with an unconditional node in a `combine: first` node"
+                            "output '{name}' comes from node '{node}', which does not run for every row (it is behind a `when`); merge it with an unconditional node, or with branches whose `label_in` sets together take every label of their router, in a `combine: first` node"
                         ));
                     }
                 }
             }
         }
-        Ok(order)
+        Ok(())
     }
 
     fn check_slo(&self) -> Result<(), SpecError> {
@@ -537,21 +581,65 @@ impl PipelineSpec {
 
     /// Which nodes run for every row: no `when`, every node they read unconditional; a `first`,
     /// `mean` or `vote` combiner when any source does, `concat` when all do.
-    fn total_nodes(&self, order: &[usize], index: &BTreeMap<&str, usize>) -> Vec<bool> {
+    /// Per node: whether it runs for every row (see [`Self::check_outputs_total`]).
+    fn total_nodes(
+        &self,
+        order: &[usize],
+        index: &BTreeMap<&str, usize>,
+        labels: &dyn Fn(&str) -> Option<usize>,
+    ) -> Vec<bool> {
         let mut total = vec![false; self.nodes.len()];
+        // Per node: its inputs run for every row (it may still be behind a `when`).
+        let mut fed = vec![false; self.nodes.len()];
         for &k in order {
             let n = &self.nodes[k];
             let src_total = |s: &str| match parse_source(s) {
                 Source::Request(_) => true,
                 Source::Node { node, .. } => index.get(node).is_some_and(|&p| total[p]),
             };
+            fed[k] = n.inputs.values().all(|s| src_total(s));
             total[k] = match n.combine {
                 Some(Combiner::Concat) => n.from.iter().all(|s| src_total(s)),
-                Some(_) => n.from.iter().any(|s| src_total(s)),
-                None => n.when.is_none() && n.inputs.values().all(|s| src_total(s)),
+                Some(_) => {
+                    n.from.iter().any(|s| src_total(s))
+                        || self.branches_cover(&n.from, index, &fed, labels)
+                }
+                None => n.when.is_none() && fed[k],
             };
         }
         total
+    }
+
+    /// Whether some of `sources` are branches of one router (nodes fed on every row, behind a
+    /// `when` with `label_in` on the same source) whose label sets together hold all of that
+    /// source's `labels`.
+    fn branches_cover(
+        &self,
+        sources: &[String],
+        index: &BTreeMap<&str, usize>,
+        fed: &[bool],
+        labels: &dyn Fn(&str) -> Option<usize>,
+    ) -> bool {
+        let mut by_router: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
+        for s in sources {
+            let Source::Node { node, .. } = parse_source(s) else {
+                continue;
+            };
+            let Some(&p) = index.get(node) else { continue };
+            let branch = &self.nodes[p];
+            if let (true, Some(c)) = (fed[p], &branch.when) {
+                if let Some(set) = &c.label_in {
+                    by_router
+                        .entry(c.source.as_str())
+                        .or_default()
+                        .extend(set.iter().copied());
+                }
+            }
+        }
+        by_router.iter().any(|(router, taken)| {
+            labels(router)
+                .is_some_and(|n| n > 0 && (0..n as i64).all(|label| taken.contains(&label)))
+        })
     }
 }
 
@@ -573,6 +661,46 @@ mod tests {
             "slo": {"latency_ms": 50}
         }))
         .unwrap()
+    }
+
+    /// Two branches of one router merged by `first`: total when their `label_in` sets take
+    /// every label of the router's scores, which only the label count can prove.
+    #[test]
+    fn complementary_branches_are_total_when_their_labels_cover_the_router() {
+        let routed = |high: &[i64]| -> PipelineSpec {
+            serde_json::from_value(serde_json::json!({
+                "name": "routed",
+                "inputs": [{"name": "image", "datatype": "FP32", "shape": [64]}],
+                "nodes": [
+                    {"name": "router", "app": "small", "inputs": {"input": "image"}},
+                    {"name": "a", "model": "m-a", "inputs": {"input": "image"},
+                     "when": {"source": "router.probabilities", "label_in": [0]}},
+                    {"name": "b", "model": "m-b", "inputs": {"input": "image"},
+                     "when": {"source": "router.probabilities", "label_in": high}},
+                    {"name": "answer", "combine": "first", "from": ["a.probabilities", "b.probabilities"]}
+                ],
+                "outputs": {"probabilities": "answer.output"}
+            }))
+            .unwrap()
+        };
+        let two = |s: &str| (s == "router.probabilities").then_some(2);
+        let p = routed(&[1]);
+        let order = p.check_structure().unwrap();
+        // The document alone cannot tell how many labels the router has.
+        assert!(p.check().unwrap_err().0.contains("label_in"));
+        assert!(p.check_outputs_total(&order, &|_| None).is_err());
+        assert_eq!(p.check_outputs_total(&order, &two), Ok(()));
+        // Three labels: label 2 has no branch.
+        let three = |s: &str| (s == "router.probabilities").then_some(3);
+        assert!(p.check_outputs_total(&order, &three).is_err());
+        assert_eq!(routed(&[1, 2]).check_outputs_total(&order, &three), Ok(()));
+        // A branch whose own input does not run for every row proves nothing.
+        let mut p = routed(&[1]);
+        p.nodes[2]
+            .inputs
+            .insert("input".into(), "a.probabilities".into());
+        let order = p.check_structure().unwrap();
+        assert!(p.check_outputs_total(&order, &two).is_err());
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub fn job_placement(s: &Snapshot, vi: usize, jobs_on: &[&str]) -> Option<JobPla
     s.workers_with(v.hardware)
         .iter()
         .copied()
-        .filter(|&w| workers[w].can_host(v))
+        .filter(|&w| workers[w].can_host(v) && s.cores_for(w, vi))
         .min_by(|&a, &b| workers[a].utilisation.total_cmp(&workers[b].utilisation))
         .map(JobPlacement::Load)
 }
@@ -241,6 +241,26 @@ mod tests {
             job_placement(&s, v, &["i"]),
             Some(JobPlacement::Instance(i))
         );
+    }
+
+    #[test]
+    fn a_job_never_loads_where_busy_threads_fill_the_cores() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+        let full = b.add_worker(worker("full", &[Cpu], 0.1)).unwrap();
+        let roomy = b.add_worker(worker("roomy", &[Cpu], 0.5)).unwrap();
+        let mut s = b.build();
+        let cores = s.workers()[full].cpu_cores;
+        // The idlest worker's cores are all taken by busy instances: the job loads elsewhere.
+        s.set_worker_busy_threads(full, cores).unwrap();
+        assert!(!s.cores_for(full, v));
+        assert_eq!(job_placement(&s, v, &[]), Some(JobPlacement::Load(roomy)));
+        // With one thread left, the one-thread variant fits there again.
+        s.set_worker_busy_threads(full, cores - 1).unwrap();
+        assert_eq!(job_placement(&s, v, &[]), Some(JobPlacement::Load(full)));
+        s.set_worker_busy_threads(full, cores).unwrap();
+        s.set_worker_busy_threads(roomy, cores).unwrap();
+        assert_eq!(job_placement(&s, v, &[]), None);
     }
 
     #[test]

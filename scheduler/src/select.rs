@@ -9,12 +9,13 @@
 //!    - app target without SLO and without minimum accuracy (a cost ceiling alone still filters):
 //!      the most accurate variant that has such an instance, then the least-loaded instance;
 //!    - model target without SLO: the lowest predicted latency;
-//!    - otherwise: the least-loaded instance (queue length in batches), then the lowest predicted
-//!      latency.
+//!    - otherwise: the least-loaded instance (the wait its queue predicts, in ms: the predicted
+//!      latency less an idle run), then the lowest predicted latency.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
 //!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then, among
 //!    those that run about as fast as the fastest of them, the fewest threads, then for a query
-//!    without an SLO the largest max batch): the
+//!    without an SLO the largest max batch; under an SLO, every variant whose run takes at most
+//!    [`SLO_RUN_SHARE`] of it and whose load fits it counts as fast enough): the
 //!    least-utilised worker with the variant's hardware, enough free cores for its threads and
 //!    enough free memory. This is a new variant or a new replica of one whose
 //!    instances are all busy, overloaded or interfered (a replica of a CPU variant only on a
@@ -142,7 +143,9 @@ struct Pick {
     instance: usize,
     variant: usize,
     predicted_ms: f64,
-    /// Queue length in batches.
+    /// The wait its queue predicts, in ms: the predicted latency less the query's own run on
+    /// an idle instance. Counted in time, not in batches: for a model whose rows do not batch
+    /// (a CNN on CPU), three rows queued at max batch 4 wait three runs, not "0.75 batch".
     load: f64,
     accuracy: f64,
     fits: bool,
@@ -255,7 +258,7 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         if s.variant_instances(vi).is_empty() || !eligible(v, q, prices, rows) {
             continue;
         }
-        let max_batch = v.max_batch.max(1) as f64;
+        let idle_ms = v.latency_ms(rows);
         for &ii in s.variant_instances(vi) {
             let inst = &instances[ii];
             if inst.state == InstanceState::Inactive {
@@ -267,7 +270,7 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
                 instance: ii,
                 variant: vi,
                 predicted_ms,
-                load: queued as f64 / max_batch,
+                load: (predicted_ms - idle_ms).max(0.0),
                 accuracy: v.accuracy,
                 fits: fits_slo(predicted_ms, q.latency_slo_ms),
             };
@@ -338,6 +341,10 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
 /// for it), then the fastest.
 pub const LOAD_TIE: f64 = 0.25;
 
+/// Share of a query's SLO that a variant's profiled run may take for rule 2 to count it as
+/// good as the fastest (the rest is left to queueing and the request path).
+pub const SLO_RUN_SHARE: f64 = 0.5;
+
 /// Rule 2: the eligible variant with the lowest load + run time that a worker can host (near
 /// ties, see [`LOAD_TIE`]: the fewest threads among the fastest).
 fn best_load(
@@ -379,12 +386,26 @@ fn best_load(
     }
     let lowest = lowest?;
     // Near ties: among them, those whose run is close to the fastest; of those, the fewest
-    // threads, then the fastest run (what every later query pays).
+    // threads, then the fastest run (what every later query pays). Under an SLO, every variant
+    // that waits for its load within the SLO and runs within `SLO_RUN_SHARE` of it is as good
+    // as the fastest (INFaaS: the cheapest variant that meets the SLO): the fewest threads
+    // cost less and leave the worker's other cores to replicas.
     let within = lowest.2 * (1.0 + LOAD_TIE);
-    let near = || candidates().filter(|&(_, v, t)| t <= within && eligible(v, q, prices, rows));
+    let slo_run = q.latency_slo_ms.map(|slo| slo * SLO_RUN_SHARE);
+    let near = || {
+        candidates().filter(|&(_, v, t)| {
+            let meets = slo_run
+                .is_some_and(|run| v.latency_ms(rows) <= run && fits_slo(t, q.latency_slo_ms));
+            (t <= within || meets) && eligible(v, q, prices, rows)
+        })
+    };
     let fastest = near()
         .map(|(_, v, _)| v.latency_ms(rows))
         .fold(f64::INFINITY, f64::min);
+    let run_limit = |run: f64| match slo_run {
+        Some(limit) => run <= limit.max(fastest * (1.0 + LOAD_TIE)),
+        None => run <= fastest * (1.0 + LOAD_TIE),
+    };
     // A query without an SLO: of variants alike so far (of one file, differing only in max
     // batch: a lone query runs alike on them, since an idle instance never waits for company),
     // the one that batches most keeps up with the most load. Under an SLO a larger batch also
@@ -404,7 +425,7 @@ fn best_load(
             (v.threads, run, std::cmp::Reverse(batch(v)))
                 < (c.threads, c.latency_ms(rows), std::cmp::Reverse(batch(c)))
         });
-        if run > fastest * (1.0 + LOAD_TIE) || !better {
+        if !run_limit(run) || !better {
             continue;
         }
         if let Some(w) = at(vj, v) {
@@ -466,7 +487,7 @@ fn best_load(
         None => reason.push_str(" (no SLO)"),
     }
     requirements(&mut reason, v, q, prices, rows);
-    reason.push_str("; lowest load + latency among eligible variants (a load under way: the rest of it and the rows waiting; near ties: the fewest threads among the fastest, then without an SLO the largest batch)");
+    reason.push_str("; lowest load + latency among eligible variants (a load under way: the rest of it and the rows waiting; near ties, or under an SLO every variant that runs within half of it: the fewest threads among the fastest, then without an SLO the largest batch)");
     if pending.is_none() {
         _ = write!(
             reason,
@@ -503,7 +524,7 @@ fn place(s: &Snapshot, vi: usize, v: &VariantEntry, replica: bool) -> Option<usi
     let adds_capacity = |wi: usize, w: &WorkerEntry| {
         !replica
             || v.hardware != HardwareKind::Cpu
-            || (w.idle_cpu_cores() >= v.threads && s.busy_threads(wi) + v.threads <= w.cpu_cores)
+            || (w.idle_cpu_cores() >= v.threads && s.cores_for(wi, vi))
     };
     // The least loaded; among equally loaded ones the one with the most free cores (the most
     // room left), then the lowest id, so that the choice does not depend on the index order.
@@ -763,6 +784,46 @@ mod tests {
         assert_eq!(pick(app(Some(5.0), Some(0.9))), mid);
         assert_eq!(pick(app(Some(100.0), Some(0.9))), mid); // ties on load: faster wins
         assert_eq!(pick(app(None, None)), big); // no requirements: most accurate
+    }
+
+    /// A model whose rows do not batch (a CNN on CPU: a run of `b` rows takes `b` times one):
+    /// an instance at max batch 4 with three rows queued waits three runs, one at max batch 1
+    /// with one row queued one run. The query goes to the shorter wait, though the first
+    /// queue is the shorter in batches (0.75 against 1).
+    #[test]
+    fn the_least_loaded_instance_is_the_one_with_the_shortest_wait() {
+        let mut b = Snapshot::builder();
+        let mut ids = Vec::new();
+        for (id, max_batch) in [("b4", 4), ("b1", 1)] {
+            let mut v = variant(id, "m", 0.9, 3.6);
+            v.max_batch = max_batch;
+            v.latency = (1..=max_batch)
+                .map(|batch| crate::snapshot::tests::point(batch, 3.6 * batch as f64))
+                .collect();
+            ids.push(b.add_variant("acme", v).unwrap());
+        }
+        let w = b.add_worker(worker("w", &[Cpu], 0.5)).unwrap();
+        let mut s = b.build();
+        let (b4, b1) = (
+            s.add_instance(instance("i4", ids[0], w)).unwrap(),
+            s.add_instance(instance("i1", ids[1], w)).unwrap(),
+        );
+        let (q4, q1) = (InFlight::default(), InFlight::default());
+        s.attach_in_flight(b4, q4.clone()).unwrap();
+        s.attach_in_flight(b1, q1.clone()).unwrap();
+        let (_a, _b) = (q4.enter(3), q1.enter(1));
+        match select(&s, &app(Some(36.0), Some(0.5)), &PRICES) {
+            Decision::Serve { instance, .. } => assert_eq!(instance, b1),
+            d => panic!("{d:?}"),
+        }
+        // With the queues the other way round, the other instance.
+        let (_c, _d) = (q1.enter(3), q4.enter(0));
+        drop((_a, _b));
+        let _e = q4.enter(1);
+        match select(&s, &app(Some(36.0), Some(0.5)), &PRICES) {
+            Decision::Serve { instance, .. } => assert_eq!(instance, b4),
+            d => panic!("{d:?}"),
+        }
     }
 
     #[test]
@@ -1423,6 +1484,24 @@ mod tests {
         );
     }
 
+    /// Under an SLO, every variant that runs within half of it is as good as the fastest: the
+    /// one with the fewest threads is loaded (the zoo CNN: 3.6 ms on one thread, 2.4 ms on
+    /// two, against 36 ms). Without an SLO, or with one the one-thread run takes more than
+    /// half of, the faster two-thread variant.
+    #[test]
+    fn under_an_slo_load_takes_the_fewest_threads_that_meet_it() {
+        let cnn = [("t1", 3.6, 1, 3.5), ("t2", 2.4, 2, 6.0)];
+        assert_eq!(loaded_under(&cnn, None), "t2");
+        assert_eq!(loaded_under(&cnn, Some(36.0)), "t1");
+        assert_eq!(loaded_under(&cnn, Some(7.0)), "t2");
+        // The load counts too: a one-thread variant whose load does not fit the SLO is not
+        // taken.
+        assert_eq!(
+            loaded_under(&[("t1", 3.6, 1, 40.0), ("t2", 2.4, 2, 6.0)], Some(36.0)),
+            "t2"
+        );
+    }
+
     /// Variants of one file that differ only in max batch run a lone query alike; for a query
     /// without an SLO rule 2 loads the one that batches most (under load it keeps up with the
     /// most). Before, the first listed was loaded (here max batch 2).
@@ -1447,6 +1526,23 @@ mod tests {
             }
         };
         assert_eq!(load_with(None), "b64");
+    }
+
+    /// [`loaded`] for a query with latency SLO `slo`.
+    fn loaded_under(specs: &[(&str, f64, usize, f64)], slo: Option<f64>) -> String {
+        let mut b = Snapshot::builder();
+        for &(id, p99, threads, load_ms) in specs {
+            let mut v = variant(id, "m", 0.9, p99);
+            v.threads = threads;
+            v.load_ms = load_ms;
+            b.add_variant("acme", v).unwrap();
+        }
+        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        let s = b.build();
+        match select(&s, &app(slo, Some(0.5)), &PRICES) {
+            Decision::Load { variant, .. } => s.variants()[variant].id.clone(),
+            d => panic!("{d:?}"),
+        }
     }
 
     /// The variant rule 2 loads for an application query, on one idle worker, among variants

@@ -84,6 +84,13 @@ impl VariantEntry {
         self.predicted_ms(0, rows)
     }
 
+    /// Profiled mean in ms of a one-row query on an idle instance: the service time a queue of
+    /// single rows sees.
+    pub fn service_ms(&self) -> f64 {
+        self.latency_at(1)
+            .map_or(f64::INFINITY, |(point, scale)| point.mean_ms * scale)
+    }
+
     /// Saturation throughput in rows/s: full batches of `max_batch` at the profiled mean.
     pub fn peak_qps(&self) -> f64 {
         self.latency_at(self.max_batch)
@@ -788,6 +795,20 @@ impl Snapshot {
             .map(|v| v.threads)
             .sum();
         w.busy_threads + loading
+    }
+
+    /// Whether another busy instance of `variant` on worker `worker` keeps the threads of busy
+    /// instances within the worker's cores ([`Self::busy_threads`]); always true for
+    /// accelerator variants. Every placement that adds CPU demand checks it: capacity is
+    /// counted in cores.
+    pub fn cores_for(&self, worker: usize, variant: usize) -> bool {
+        match (self.workers.get(worker), self.variants.get(variant)) {
+            (Some(w), Some(v)) => {
+                v.hardware != HardwareKind::Cpu
+                    || self.busy_threads(worker) + v.threads <= w.cpu_cores
+            }
+            _ => false,
+        }
     }
 
     /// Marks whether interference was seen on a worker lately (O(1); see

@@ -6,9 +6,14 @@ machine.
 
 In one run it measures:
 1. the machine's capacity for the model: raw ONNX Runtime's best rows/s on one core (one
-   thread, batch sizes 1 to 32, on the validation rows) times the cores, less the per-request
-   cost of the server's edge (one `GET /healthz` request, measured with wrk in the same run):
-   `capacity = cores / (1 / best_rows_per_core_s + cores / healthz_rps)`;
+   thread, batch sizes 1 to 32, on the validation rows) times the cores, less what a request of
+   this model costs besides the model itself (the HTTP edge parsing and answering its JSON
+   body, the load generator building and reading it, on the same cores). That cost is measured
+   in the same run on the model's *edge twin*: a model with the same inputs and outputs (names,
+   element types, shapes) whose own run is negligible (it sums its inputs), registered beside it
+   and driven to saturation by the same load generator with the same rows, so
+   `capacity = cores / (1 / best_rows_per_core_s + cores / twin_rps)`. (`GET /healthz` is
+   measured too, for reference: a bodyless request costs the edge far less than a model's.)
 2. Poisson 1-row queries at 0.5x and 0.8x of that capacity, with an SLO of 10x the model's
    batch-1 latency (raw ONNX Runtime, one thread), as a trace replayed by `infaas loadgen
    --trace`: SLO attainment, p50/p99, and, sampled every 250 ms from `GET /v1/workers`, the
@@ -62,6 +67,48 @@ def feeds(npz_path: str, session) -> list[dict]:
         arrays = {n: z[f"x.{n}"] for n in names}
     rows = min(len(a) for a in arrays.values())
     return [{n: a[i:i + 1] for n, a in arrays.items()} for i in range(rows)]
+
+
+def edge_twin(model_path: str, out_path: str) -> None:
+    """Writes a model with `model_path`'s inputs and outputs (names, element types, shapes) whose
+    run costs next to nothing: every input is cast to float and summed per row, and each output
+    is that sum times a constant, reshaped to the output's shape. Serving it costs what the
+    model's requests cost besides the model. Outputs need fixed non-batch dimensions."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    src = onnx.load(model_path, load_external_data=False)
+    inits = {i.name for i in src.graph.initializer}
+    inputs = [i for i in src.graph.input if i.name not in inits]
+    nodes, init = [], [numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1")]
+    sums = []
+    for k, i in enumerate(inputs):
+        nodes += [
+            helper.make_node("Cast", [i.name], [f"f{k}"], to=TensorProto.FLOAT),
+            helper.make_node("Flatten", [f"f{k}"], [f"flat{k}"], axis=1),
+            helper.make_node("ReduceSum", [f"flat{k}", "axis1"], [f"s{k}"], keepdims=1),
+        ]
+        sums.append(f"s{k}")
+    total = sums[0]
+    for k, name in enumerate(sums[1:]):
+        nodes.append(helper.make_node("Add", [total, name], [f"t{k}"]))
+        total = f"t{k}"
+    outputs = []
+    for k, o in enumerate(src.graph.output):
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in o.type.tensor_type.shape.dim]
+        if not dims or any(d is None for d in dims[1:]):
+            raise SystemExit(f"output '{o.name}' has no fixed shape past the batch: no edge twin")
+        width = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+        init += [numpy_helper.from_array(np.full((1, width), 1e-3, dtype=np.float32), f"w{k}"),
+                 numpy_helper.from_array(np.array([0, *dims[1:]], dtype=np.int64), f"shape{k}")]
+        nodes += [helper.make_node("MatMul", [total, f"w{k}"], [f"m{k}"]),
+                  helper.make_node("Reshape", [f"m{k}", f"shape{k}"], [f"r{k}"]),
+                  helper.make_node("Cast", [f"r{k}"], [o.name], to=o.type.tensor_type.elem_type)]
+        outputs.append(o)
+    graph = helper.make_graph(nodes, "edge_twin", list(inputs), outputs, init)
+    twin = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    twin.ir_version = 8
+    onnx.checker.check_model(twin)
+    onnx.save(twin, out_path)
 
 
 def raw_ort(model_path: str, npz_path: str) -> dict:
@@ -119,6 +166,9 @@ class Sampler(threading.Thread):
             "samples": len(self.samples),
             "cores": self.samples[0]["cores"],
             "max_busy_threads": max(s["busy_threads"] for s in self.samples),
+            # Busy threads count loads under way too; a replacement (upgrade, downgrade) loads
+            # its new instance while the old one still serves. Serving instances alone:
+            "max_busy_instance_threads": max(s["busy_instance_threads"] for s in self.samples),
             "samples_over_cores": len(over),
             "max_instances": max(len(s["instances"]) for s in self.samples),
             "states": sorted({st for s in self.samples for (_, st, _) in s["instances"]}),
@@ -181,6 +231,7 @@ def phase(binary: str, server: serving.Server, name: str, lg_args: list[str]) ->
           f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
           f"attainment {100 * (r.get('slo_attainment') or 0):.2f}%, "
           f"busy threads max {r['threads'].get('max_busy_threads')} / {r['threads'].get('cores')} "
+          f"(serving instances {r['threads'].get('max_busy_instance_threads')}) "
           f"({r['threads'].get('samples_over_cores')} of {r['threads'].get('samples')} samples over), "
           f"variants {r['variants']}", flush=True)
     return r
@@ -211,25 +262,35 @@ def main() -> int:
     models = tempfile.mkdtemp(prefix="infaas-real-models-")
     os.symlink(model_path, os.path.join(models, f"{a.model}.onnx"))
     os.symlink(val_path, os.path.join(models, f"{a.model}-val.npz"))
+    twin = f"{a.model}-edge-twin"
+    edge_twin(model_path, os.path.join(models, f"{twin}.onnx"))
+    os.symlink(val_path, os.path.join(models, f"{twin}-val.npz"))
     server = serving.Server(a.binary, models, shlex.split(a.server_args))
     try:
         healthz = serving.wrk(server, "/healthz", None, {}, 16, 5)
-        capacity = cores / (1.0 / raw["best_rows_per_s"] + cores / healthz["rps"])
-        slo = 10.0 * raw["b1_ms"]
-        print(f"  /healthz {healthz['rps']:.0f} req/s; capacity {capacity:.1f} rows/s "
-              f"({cores} cores x best {raw['best_rows_per_s']:.0f} rows/s, less the edge); SLO {slo:.1f} ms",
-              flush=True)
-        t0 = time.time()
-        server.register(a.model, app)
-        print(f"  registered in {time.time() - t0:.1f} s", flush=True)
         rows = ["--npz", val_path]
         if "x" in np.load(val_path).files:
             import onnxruntime as ort
             rows += ["--input", ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).get_inputs()[0].name]
+        # What a request costs besides the model: the edge twin at saturation, same client, same rows.
+        server.register(twin, "edge-twin")
+        edge = loadgen(a.binary, server, ["--app", "edge-twin", *rows, "--rate", "0", "--connections",
+                                          str(a.connections), "--duration", "8"])
+        twin_rps = edge["throughput_per_s"]
+        capacity = cores / (1.0 / raw["best_rows_per_s"] + cores / twin_rps)
+        slo = 10.0 * raw["b1_ms"]
+        print(f"  /healthz {healthz['rps']:.0f} req/s; the edge twin (this model's requests, no model) "
+              f"{twin_rps:.0f} req/s, {1e3 * cores / twin_rps:.2f} core-ms a request; capacity {capacity:.1f} rows/s "
+              f"({cores} cores x best {raw['best_rows_per_s']:.0f} rows/s, less the requests' cost); SLO {slo:.1f} ms",
+              flush=True)
+        t0 = time.time()
+        server.register(a.model, app)
+        print(f"  registered in {time.time() - t0:.1f} s", flush=True)
         acc = ["--min-accuracy", str(a.min_accuracy)] if a.min_accuracy is not None else []
         base = ["--app", app, *rows, "--latency-ms", f"{slo:.3f}", *acc]
-        # The request path alone, one query at a time (what the simulator draws per query).
-        idle = loadgen(a.binary, server, ["--app", app, *rows, *acc, "--rate", "0", "--duration", "5"])
+        # The request path alone, one query at a time (what the simulator draws per query), with
+        # the SLO every later query carries.
+        idle = loadgen(a.binary, server, [*base, "--rate", "0", "--duration", "5"])
         print(f"  request path, one query at a time: p50 {idle['p50_ms']:.2f} ms, p99 {idle['p99_ms']:.2f} ms",
               flush=True)
         results, simulated = {}, {}
@@ -255,7 +316,7 @@ def main() -> int:
         events = server.scaling_events(app)
         report = {
             "model": a.model, "date": started, "cores": cores, "raw_ort": raw,
-            "healthz_rps": healthz["rps"], "capacity_rows_per_s": capacity, "slo_ms": slo,
+            "healthz_rps": healthz["rps"], "edge_twin_rps": twin_rps, "capacity_rows_per_s": capacity, "slo_ms": slo,
             "phases": results, "simulated": simulated, "saturation_ratio": sat, "scaling_events": events,
             "request_path_idle": {k: idle[k] for k in ("p50_ms", "p99_ms")},
         }

@@ -14,8 +14,8 @@ eval "$(bash "$ROOT/scripts/setup.sh" --print-env)"
 if ! command -v wrk >/dev/null; then
   apt_ensure wrk
 fi
-if ! python3 -c "import onnxruntime, numpy" 2>/dev/null; then
-  python3 -m pip install -q "onnxruntime==$ORT_VERSION" numpy
+if ! python3 -c "import onnxruntime, onnx, numpy" 2>/dev/null; then
+  python3 -m pip install -q "onnxruntime==$ORT_VERSION" onnx numpy
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/infaas/target}"
 "$ROOT/scripts/infaas" --help >/dev/null # builds the release binary when it is out of date

@@ -135,7 +135,10 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("INFAAS_BENCH_KEEP"):
+            print(f"kept the server's data directory and log: {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 _grpc = {}
@@ -345,7 +348,10 @@ class MLServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if os.environ.get("INFAAS_BENCH_KEEP"):
+            print(f"kept the server's data directory and log: {self.dir}", flush=True)
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def peer_run(extra: list[str]) -> None:

@@ -459,6 +459,12 @@ impl Cluster {
         if let Ok(mut p) = self.pending.lock() {
             p.remove(&req.variant_id);
         }
+        // A load that completes after a drain is a new instance: the drain that kept the old
+        // one out of the index must not hide it (the query path would load it again and
+        // again, each load answered "already loaded").
+        if let Ok(mut d) = self.draining.lock() {
+            d.remove(&instance_id(worker_id, &req.variant_id));
+        }
         if let Ok(mut workers) = self.workers.write() {
             if let Some(w) = workers.get_mut(worker_id) {
                 if !w

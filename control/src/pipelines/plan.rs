@@ -569,7 +569,11 @@ pub(crate) async fn provision(state: &ControlPlane, tenant: &str, variant: &str,
         .workers()
         .iter()
         .enumerate()
-        .filter(|(wi, w)| !holders.contains(wi) && w.can_host(entry))
+        // A replica needs cores the worker's busy instances leave; the first instance loads
+        // wherever it fits, since nothing else can serve the stage.
+        .filter(|(wi, w)| {
+            !holders.contains(wi) && w.can_host(entry) && (have == 0 || snapshot.cores_for(*wi, vi))
+        })
         .map(|(_, w)| w.id.clone())
         .take(replicas.saturating_sub(have))
         .collect();

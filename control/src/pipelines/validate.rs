@@ -111,7 +111,7 @@ pub fn check(
     spec: &PipelineSpec,
     registry: &Registry<'_>,
 ) -> Result<(Vec<usize>, Vec<NodeShape>), Error> {
-    let order = spec.check().map_err(|e| Error::Invalid(e.0))?;
+    let order = spec.check_structure().map_err(|e| Error::Invalid(e.0))?;
     let request: BTreeMap<&str, TensorType> = spec
         .inputs
         .iter()
@@ -225,6 +225,20 @@ pub fn check(
         };
         shapes[k] = shape;
     }
+    // Outputs run for every row; branches of a router count when their `label_in` sets take
+    // every label of its scores (their width: scores of shape [C] have C labels).
+    let labels = |source: &str| -> Option<usize> {
+        let Source::Node { node, output } = parse_source(source) else {
+            return None;
+        };
+        let t = shapes.get(spec.node_index(node)?)?.outputs.get(output)?;
+        match t.features.as_slice() {
+            [c] if t.is_float() && *c > 0 => usize::try_from(*c).ok(),
+            _ => None,
+        }
+    };
+    spec.check_outputs_total(&order, &labels)
+        .map_err(|e| Error::Invalid(e.0))?;
     for (out, source) in &spec.outputs {
         if let Source::Node { node, output } = parse_source(source) {
             let idx = spec.node_index(node).unwrap_or(usize::MAX);

@@ -371,6 +371,104 @@ async fn a_cascade_answers_row_by_row_and_beats_its_cheap_stage() {
     p.stop().await;
 }
 
+/// A router sends every row to exactly one of two experts: labels 0-4 to the large MLP,
+/// 5-9 to the logistic regression, merged by `first`. The validator proves from the router's
+/// scores (shape [10]) that the two `label_in` sets take every label, so the merged output runs
+/// for every row and the pipeline is accepted; each row carries the answer of the expert its
+/// router label chose. Sets that leave a label out are refused, naming the output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn complementary_branches_of_a_router_are_accepted_and_answer_every_row() {
+    let Some((p, t, _b)) = platform_with_models().await else {
+        return;
+    };
+    let doc = |high: Value| {
+        json!({
+            "name": "routed",
+            "inputs": [{"name": "image", "datatype": "FP32", "shape": [64]}],
+            "nodes": [
+                {"name": "router", "app": "small", "inputs": {"input": "image"}},
+                {"name": "low", "model": "digits-mlp-l", "inputs": {"input": "image"},
+                 "when": {"source": "router.probabilities", "label_in": [0, 1, 2, 3, 4]}},
+                {"name": "high", "model": "digits-logreg", "inputs": {"input": "image"},
+                 "when": {"source": "router.probabilities", "label_in": high}},
+                {"name": "answer", "combine": "first", "from": ["low.probabilities", "high.probabilities"]}
+            ],
+            "outputs": {"probabilities": "answer.output", "router": "router.probabilities"}
+        })
+    };
+    // Label 9 taken by no branch: some rows would have no answer.
+    let (s, refused) = post_json(&p, &t, "/v1/pipelines", &doc(json!([5, 6, 7, 8]))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{refused}");
+    let message = refused["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("output 'probabilities'") && message.contains("label_in"),
+        "{refused}"
+    );
+    let (s, created) = post_json(&p, &t, "/v1/pipelines", &doc(json!([5, 6, 7, 8, 9]))).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+
+    let rows = 200;
+    let (x, _) = validation("image", rows);
+    let (s, answer) = post_json(
+        &p,
+        &t,
+        "/v1/pipelines/routed/infer",
+        &json!({"inputs": [x.clone()]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{answer}");
+    let merged = rows_of(output(&answer, "probabilities"));
+    let router = rows_of(output(&answer, "router"));
+    assert_eq!(merged.len(), rows);
+    // Each expert on its own, for the same rows.
+    let mut expert = std::collections::BTreeMap::new();
+    for model in ["digits-mlp-l", "digits-logreg"] {
+        let (s, a) = post_json(
+            &p,
+            &t,
+            &format!("/v1/models/{model}/infer"),
+            &json!({"inputs": [x.clone()]}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+        expert.insert(model, rows_of(output(&a, "probabilities")));
+    }
+    let low_rows = (0..rows).filter(|&r| argmax(&router[r]) < 5).count();
+    assert!(
+        low_rows > 0 && low_rows < rows,
+        "{low_rows} of {rows} rows routed low"
+    );
+    assert_eq!(
+        node(&answer, "low")["rows"].as_u64().unwrap() as usize,
+        low_rows
+    );
+    assert_eq!(
+        node(&answer, "high")["rows"].as_u64().unwrap() as usize,
+        rows - low_rows
+    );
+    // The experts may serve other variants of their models here (an INT8 file answers a
+    // little differently): a row carries the chosen expert's answer when it is far closer to
+    // it than to the other expert's.
+    let distance =
+        |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| (x - y).abs()).sum() };
+    for r in 0..rows {
+        let (want, other) = if argmax(&router[r]) < 5 {
+            ("digits-mlp-l", "digits-logreg")
+        } else {
+            ("digits-logreg", "digits-mlp-l")
+        };
+        let (near, far) = (
+            distance(&merged[r], &expert[want][r]),
+            distance(&merged[r], &expert[other][r]),
+        );
+        assert!(
+            near < 0.05 && near < far,
+            "row {r}: the merged answer is {near} from {want}'s and {far} from {other}'s"
+        );
+    }
+    p.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_pipelines_are_rejected_naming_the_node_and_tensor() {
     let Some((p, t, _b)) = platform_with_models().await else {

@@ -588,6 +588,75 @@ async fn every_load_for_queries_is_a_scaling_event() {
     p.stop().await;
 }
 
+/// An instance the autoscaler drained and unloaded, then loaded again for queries at once, is
+/// a new instance: it serves the next queries rather than being loaded once more for each of
+/// them (the drain used to hide it from selection for up to a minute, and every query started
+/// a load the worker answered with "already loaded").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_variant_loaded_again_after_a_drain_serves_the_next_queries() {
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
+    let query = |i: usize| {
+        post(
+            &p,
+            &t,
+            "/v1/models/digits-forest/infer",
+            json!({"inputs": [digit_row("input", i % 10)], "latency_ms": 500.0}),
+        )
+    };
+    let (s, a) = query(0).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    let (worker, name) = (
+        a["worker"].as_str().unwrap().to_string(),
+        a["variant"].as_str().unwrap().to_string(),
+    );
+    let state = &p.server.state;
+    let id = state
+        .cluster
+        .catalog()
+        .variants()
+        .find(|s| s.entry.variant.name == name)
+        .unwrap()
+        .entry
+        .variant
+        .id
+        .clone();
+    // What the autoscaler's scale-in does: drain, unload, forget.
+    state.cluster.drain_instance(&worker, &id);
+    let handle = state.cluster.handle(&worker).unwrap();
+    handle.unload(&id).await.unwrap();
+    state.cluster.unloaded(&worker, &id);
+    // The next query loads it again, within the drain's minimum time.
+    let (s, a) = query(1).await;
+    assert_eq!(s, StatusCode::OK, "{a}");
+    assert!(a["reason"].as_str().unwrap().starts_with("load "), "{a}");
+    assert_eq!(a["variant"], name.as_str(), "{a}");
+    // From then on the instance serves: no query starts another load.
+    for i in 2..12 {
+        let (s, a) = query(i).await;
+        assert_eq!(s, StatusCode::OK, "{a}");
+        let reason = a["reason"].as_str().unwrap();
+        assert!(
+            !reason.starts_with("load "),
+            "query {i} loaded again: {reason}"
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while query_loads(&p, &t, APP).await.len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(query_loads(&p, &t, APP).await.len(), 2);
+    assert!(state
+        .cluster
+        .snapshot()
+        .instances()
+        .iter()
+        .any(|i| i.id.ends_with(&id)));
+    p.stop().await;
+}
+
 /// The state of the one instance of `variant` as `GET /v1/workers` shows it.
 async fn instance_state(p: &Platform, t: &Tenant, variant: &str) -> Option<String> {
     alive_workers(p, t)

@@ -119,7 +119,57 @@ fn default_scale_in_hold_ms() -> f64 {
     ScalingConfig::default().scale_in_hold_ms
 }
 
+/// The share of an SLO family's queries that the headroom it keeps may let miss by queueing
+/// ([`queueing_slack`]).
+pub const SLO_MISS_TARGET: f64 = 0.01;
+/// The most headroom queueing asks for (an SLO within a few service times of the model's own
+/// run is met by batching and replicas rather than by idle capacity).
+pub const MAX_QUEUEING_SLACK: f64 = 2.0;
+
+/// Headroom (capacity / load) at which single-row queries with a latency SLO of `slo_ms`
+/// queue past it at most [`SLO_MISS_TARGET`] of the time, on instances whose one-row run takes
+/// `service_ms`: the largest utilisation `rho` with `rho * exp(-2 k (1 - rho) / rho) <=
+/// target`, `k = (slo - service) / service` (the waiting time of a queue with Poisson arrivals
+/// and a fixed service time, M/D/1, in Kingman's heavy-traffic form), as `1 / rho`, at most
+/// [`MAX_QUEUEING_SLACK`]. Conservative for several replicas, whose pooled queue waits less.
+/// 1 when there is nothing to reserve (no SLO, an SLO the run itself misses, or no profile).
+/// Zoo CNN, 3.6 ms a row against a 36 ms SLO: utilisation 0.80, headroom 1.25; a 0.05 ms
+/// model against 50 ms: about 1.00.
+pub fn queueing_slack(slo_ms: f64, service_ms: f64) -> f64 {
+    if !(slo_ms.is_finite() && service_ms.is_finite() && service_ms > 0.0 && slo_ms > service_ms) {
+        return 1.0;
+    }
+    let k = (slo_ms - service_ms) / service_ms;
+    let tail = |rho: f64| rho * (-2.0 * k * (1.0 - rho) / rho).exp();
+    let (mut lo, mut hi) = (1.0 / MAX_QUEUEING_SLACK, 1.0);
+    if tail(lo) > SLO_MISS_TARGET {
+        return MAX_QUEUEING_SLACK;
+    }
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if tail(mid) <= SLO_MISS_TARGET {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    1.0 / lo
+}
+
 impl ScalingConfig {
+    /// Headroom a family keeps: `slack`, or more when its SLO against its instances' one-row
+    /// service time asks for it ([`queueing_slack`]).
+    pub fn slack_for(&self, slo_ms: Option<f64>, service_ms: f64) -> f64 {
+        slo_ms.map_or(self.slack, |slo| {
+            self.slack.max(queueing_slack(slo, service_ms))
+        })
+    }
+
+    /// `scale_down` raised in proportion when [`Self::slack_for`] raises the slack.
+    pub fn scale_down_for(&self, slack: f64) -> f64 {
+        self.scale_down * (slack / self.slack).max(1.0)
+    }
+
     /// The defaults with headroom `slack`, scaling down above the same ratio to it as the
     /// defaults keep (1.5 / 1.05).
     pub fn with_slack(slack: f64) -> ScalingConfig {

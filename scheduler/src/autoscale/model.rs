@@ -59,7 +59,6 @@ type Changes = (Loads, Vec<usize>, String);
 type Downgrade = (usize, Room, Loads);
 
 fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
-    let cfg = &p.input.config;
     let load = p.family(f).load_qps;
     let capacity = p.capacity(f);
     let headroom = if load > 0.0 {
@@ -67,9 +66,9 @@ fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
     } else {
         f64::INFINITY
     };
-    if headroom < cfg.slack {
+    if headroom < p.slack[f] {
         scale_up(p, f, room, capacity, headroom)
-    } else if headroom > cfg.scale_down {
+    } else if headroom > p.scale_down(f) {
         scale_down(p, f, room, capacity)
     } else {
         None
@@ -167,7 +166,7 @@ fn scale_up(
     let why = format!(
         "headroom {headroom:.2} < slack {:.2} at {:.0} rows/s (capacity {capacity:.0} rows/s); \
          cheapest option: {}, objective {:+.3e}/s",
-        p.input.config.slack, fam.load_qps, o.label, o.value
+        p.slack[f], fam.load_qps, o.label, o.value
     );
     Some((o.loads, o.removals, why))
 }
@@ -175,7 +174,6 @@ fn scale_up(
 fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Option<Changes> {
     let fam = p.family(f);
     let (demand, load) = (p.demand(f), fam.load_qps);
-    let cfg = &p.input.config;
     let headroom_before = capacity / load;
     let variants = p.input.variants;
     // Removable instances left, per family variant (busiest workers last, popped first).
@@ -215,7 +213,7 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
         }
     };
     const EPS: f64 = 1e-9;
-    while load <= 0.0 || capacity / load > cfg.scale_down {
+    while load <= 0.0 || capacity / load > p.scale_down(f) {
         // (value, slot in `left`, downgrade target and its loads)
         let mut best: Option<(f64, usize, Option<Downgrade>)> = None;
         for (slot, (i, list)) in left.iter().enumerate() {
@@ -343,9 +341,9 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
         } else {
             "unbounded (no load)".to_owned()
         },
-        cfg.scale_down,
+        p.scale_down(f),
         steps.join(", "),
-        cfg.slack,
+        p.slack[f],
     );
     paired.extend(plain);
     paired_loads.extend(extra_loads);

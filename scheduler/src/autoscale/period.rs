@@ -234,7 +234,7 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
                     }
                 }
                 for (d, hardware, missing_qps) in
-                    short_demands(s, &out.demands, &plan, cfg.scaling.slack)
+                    short_demands(s, &out.demands, &plan, &cfg.scaling)
                 {
                     let d = &out.demands[d];
                     if let Some(family) = input
@@ -314,14 +314,14 @@ pub fn plan_demands(
     planner(&input)
 }
 
-/// Demands whose capacity after `plan` stays below `slack` times their load (the plan could
-/// not place what they need): index into `demands`, hardware of their variants, rows/s
-/// missing.
+/// Demands whose capacity after `plan` stays below their slack ([`ScalingConfig::slack_for`])
+/// times their load (the plan could not place what they need): index into `demands`, hardware
+/// of their variants, rows/s missing.
 fn short_demands(
     s: &Snapshot,
     demands: &[Demand],
     plan: &Plan,
-    slack: f64,
+    scaling: &ScalingConfig,
 ) -> Vec<(usize, HardwareKind, f64)> {
     if plan.score.unserved_qps <= 0.0 {
         return Vec::new();
@@ -357,7 +357,13 @@ fn short_demands(
                 capacity -= peak(v);
             }
         }
-        let missing = slack * d.load_qps - capacity;
+        let live = |v: usize| {
+            s.variant_instances(v)
+                .iter()
+                .any(|&i| s.instances()[i].state != InstanceState::Inactive)
+        };
+        let service = super::problem::family_service_ms(s.variants(), variants, live);
+        let missing = scaling.slack_for(d.slo_ms, service) * d.load_qps - capacity;
         if missing > 0.0 {
             let hardware = variants
                 .first()

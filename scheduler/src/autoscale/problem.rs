@@ -177,6 +177,8 @@ pub(crate) struct Prepared<'i, 'a> {
     pub running: Vec<Vec<usize>>,
     /// Per variant: how many of those may be removed.
     pub removable: Vec<usize>,
+    /// Per family: the headroom it keeps ([`ScalingConfig::slack_for`]).
+    pub slack: Vec<f64>,
     /// Per family: whether its live instances fall short of its demand (it scales up).
     pub short: Vec<bool>,
     /// Per variant: how long an instance must have been in its state to be removable (its
@@ -273,10 +275,20 @@ impl<'i, 'a> Prepared<'i, 'a> {
         }
         // Scale-in stabilisation: a family with the capacity its demand asks for gives back
         // only instances older than the hold; one short of it may replace any that loaded.
+        let slack: Vec<f64> = input
+            .families
+            .iter()
+            .map(|fam| {
+                let service =
+                    family_service_ms(input.variants, &fam.variants, |j| !running[j].is_empty());
+                input.config.slack_for(fam.slo_ms, service)
+            })
+            .collect();
         let short: Vec<bool> = input
             .families
             .iter()
-            .map(|fam| capacity_of(fam, &running, &peak) < input.config.slack * fam.load_qps)
+            .zip(&slack)
+            .map(|(fam, slack)| capacity_of(fam, &running, &peak) < slack * fam.load_qps)
             .collect();
         let min_age_ms: Vec<f64> = (0..nv)
             .map(|j| {
@@ -311,6 +323,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
             loadable,
             running,
             removable,
+            slack,
             short,
             min_age_ms,
             overloaded,
@@ -323,9 +336,14 @@ impl<'i, 'a> Prepared<'i, 'a> {
         &self.input.families[f]
     }
 
-    /// Load a family must be able to serve: `slack * load`.
+    /// Load a family must be able to serve: its slack times its load.
     pub fn demand(&self, f: usize) -> f64 {
-        self.input.config.slack * self.family(f).load_qps
+        self.slack[f] * self.family(f).load_qps
+    }
+
+    /// Headroom above which family `f` considers scaling down.
+    pub fn scale_down(&self, f: usize) -> f64 {
+        self.input.config.scale_down_for(self.slack[f])
     }
 
     /// Saturation throughput of the family's live instances.
@@ -490,6 +508,30 @@ impl Room {
 }
 
 /// Saturation throughput of `fam`'s live instances (`running` and `peak` per variant).
+/// The one-row service time that sets a family's queueing headroom: the slowest of its
+/// variants for which `live` holds (its instances serve now), else the fastest of them all.
+pub(crate) fn family_service_ms(
+    variants: &[VariantEntry],
+    family: &[usize],
+    live: impl Fn(usize) -> bool,
+) -> f64 {
+    let service = |j: &usize| {
+        variants
+            .get(*j)
+            .map_or(f64::INFINITY, VariantEntry::service_ms)
+    };
+    let serving = family
+        .iter()
+        .filter(|&&j| live(j))
+        .map(service)
+        .fold(f64::NEG_INFINITY, f64::max);
+    if serving.is_finite() {
+        serving
+    } else {
+        family.iter().map(service).fold(f64::INFINITY, f64::min)
+    }
+}
+
 fn capacity_of(fam: &Family, running: &[Vec<usize>], peak: &[f64]) -> f64 {
     fam.variants
         .iter()

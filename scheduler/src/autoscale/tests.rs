@@ -1020,3 +1020,65 @@ fn input_from_snapshot_collects_families_and_live_instances() {
     // 40 rows/s on 100 rows/s of capacity: headroom 2.5, but i0 is too young to remove.
     assert!(greedy(&i).unwrap().actions.is_empty());
 }
+
+#[test]
+fn queueing_slack_grows_as_the_slo_nears_the_service_time() {
+    // The zoo CNN: 3.6 ms a row against a 36 ms SLO keeps 80 % utilisation at most.
+    let cnn = queueing_slack(36.0, 3.6);
+    assert!((1.2..1.3).contains(&cnn), "{cnn}");
+    // A tiny model against a loose SLO: nothing beyond the configured slack.
+    assert!(queueing_slack(50.0, 0.05) < 1.01);
+    // Tighter SLOs ask for more, up to the cap; none for an SLO the run itself misses.
+    let ladder: Vec<f64> = [100.0, 36.0, 18.0, 9.0]
+        .iter()
+        .map(|&slo| queueing_slack(slo, 3.6))
+        .collect();
+    assert!(ladder.windows(2).all(|w| w[0] < w[1]), "{ladder:?}");
+    assert_eq!(queueing_slack(4.0, 3.6), MAX_QUEUEING_SLACK);
+    assert_eq!(queueing_slack(3.0, 3.6), 1.0);
+    assert_eq!(queueing_slack(f64::INFINITY, 3.6), 1.0);
+    let cfg = ScalingConfig::default();
+    assert_eq!(cfg.slack_for(None, 3.6), cfg.slack);
+    assert_eq!(cfg.slack_for(Some(36.0), 3.6), cnn);
+    assert!((cfg.scale_down_for(cnn) - cfg.scale_down * cnn / cfg.slack).abs() < 1e-12);
+}
+
+/// Two replicas of a model whose rows do not batch, at 250 rows/s: without an SLO one goes
+/// (280 rows/s left, headroom 1.12 >= 1.05); with an SLO ten times its one-row run, it stays,
+/// since one instance at 89 % utilisation would queue queries past the SLO.
+#[test]
+fn a_replica_stays_when_the_one_left_would_queue_past_the_slo() {
+    let variants = [var("cnn", HardwareKind::Cpu, 1, 280.0)];
+    let workers = [cpu_worker("w0", 2), cpu_worker("w1", 2)];
+    let service = variants[0].service_ms();
+    let running = || vec![run(0, 0, 0, OLD), run(1, 0, 1, OLD)];
+    let no_slo = greedy(&input(
+        &variants,
+        &workers,
+        running(),
+        vec![family(&[0], 250.0)],
+    ))
+    .unwrap();
+    let k = kinds(&no_slo);
+    assert!(matches!(k[..], [ActionKind::RemoveReplica { .. }]), "{k:?}");
+    let mut with_slo = family(&[0], 250.0);
+    with_slo.slo_ms = Some(10.0 * service);
+    for plan in [
+        greedy(&input(
+            &variants,
+            &workers,
+            running(),
+            vec![with_slo.clone()],
+        ))
+        .unwrap(),
+        exact(&input(
+            &variants,
+            &workers,
+            running(),
+            vec![with_slo.clone()],
+        ))
+        .unwrap(),
+    ] {
+        assert!(plan.actions.is_empty(), "{:?}", kinds(&plan));
+    }
+}

@@ -164,7 +164,7 @@ fn planned_variant(plan: Option<&serde_json::Value>, node: &str) -> Option<Strin
 fn graph_nodes(p: &Pipeline, status: Option<&PipelineStatus>) -> Vec<GraphNode> {
     let spec = &p.spec;
     let order = spec
-        .check()
+        .check_structure()
         .unwrap_or_else(|_| (0..spec.nodes.len()).collect());
     let parents = spec.parents();
     order
