@@ -341,6 +341,13 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
     let results = check_results(&run, &["static_peak", "infaas_greedy"]);
     for r in &results {
         let s = &r["summary"];
+        // Every query of the trace is simulated, none dropped on this light trace.
+        assert_eq!(
+            s["queries"].as_u64().unwrap(),
+            queries,
+            "{}: {s}",
+            r["policy"]
+        );
         assert!(
             s["slo_attainment"].as_f64().unwrap() > 0.9,
             "{}: {s}",
@@ -353,6 +360,24 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         );
         assert!(s["mean_accuracy"].as_f64().unwrap() > 0.5, "{s}");
     }
+    // Peak provisioning holds the peak's capacity throughout: it misses (almost) nothing, and
+    // the platform's autoscaler serves the same trace for less.
+    let summary = |policy: &str| {
+        results
+            .iter()
+            .find(|r| r["policy"] == policy)
+            .map(|r| r["summary"].clone())
+            .unwrap()
+    };
+    let (peak, greedy) = (summary("static_peak"), summary("infaas_greedy"));
+    assert!(
+        peak["slo_attainment"].as_f64().unwrap() >= 0.99,
+        "static_peak: {peak}"
+    );
+    assert!(
+        greedy["cost_usd"].as_f64().unwrap() < peak["cost_usd"].as_f64().unwrap(),
+        "infaas_greedy {greedy} against static_peak {peak}"
+    );
     // The plot: one line per policy in each of the three charts.
     let resp = p
         .http
