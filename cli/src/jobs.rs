@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{ArgGroup, Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use infaas_protocol::v1::{JobList, JobRequest, JobView};
 use reqwest::multipart::{Form, Part};
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Client;
@@ -69,54 +69,33 @@ pub struct SubmitArgs {
     pub wait: bool,
 }
 
-/// The fields of a job the CLI reads; `--json` prints the server's JSON as it is.
-#[derive(Debug, Deserialize)]
-struct Job {
-    id: String,
-    state: String,
-    app: Option<String>,
-    model: Option<String>,
-    #[serde(default)]
-    pipeline: Option<String>,
-    variant: Option<String>,
-    items_done: i64,
-    items_total: i64,
-    progress: f64,
-    items_per_s: Option<f64>,
-    eta_s: Option<f64>,
-    paused_reason: Option<String>,
-    error: Option<String>,
-    input_path: String,
-    output_path: String,
+/// A job as the server answers it (`--json` prints the server's JSON as it is).
+fn parse_job(v: &Value) -> anyhow::Result<JobView> {
+    serde_json::from_value(v.clone()).context("the server's answer is not a job")
 }
 
-impl Job {
-    fn parse(v: &Value) -> anyhow::Result<Job> {
-        serde_json::from_value(v.clone()).context("the server's answer is not a job")
+/// What the job runs on.
+fn target(j: &JobView) -> String {
+    match (&j.app, &j.model, &j.pipeline) {
+        (Some(app), _, _) => format!("app {app}"),
+        (None, Some(m), _) => format!("model {m}"),
+        (None, None, Some(p)) => format!("pipeline {p}"),
+        (None, None, None) => "-".into(),
     }
+}
 
-    fn target(&self) -> String {
-        match (&self.app, &self.model, &self.pipeline) {
-            (Some(app), _, _) => format!("app {app}"),
-            (None, Some(m), _) => format!("model {m}"),
-            (None, None, Some(p)) => format!("pipeline {p}"),
-            (None, None, None) => "-".into(),
-        }
-    }
-
-    fn ended(&self) -> bool {
-        matches!(self.state.as_str(), "succeeded" | "failed" | "cancelled")
-    }
+fn ended(j: &JobView) -> bool {
+    matches!(j.state.as_str(), "succeeded" | "failed" | "cancelled")
 }
 
 fn opt<T: std::fmt::Display>(v: &Option<T>) -> String {
     v.as_ref().map_or_else(|| "-".into(), |v| v.to_string())
 }
 
-fn print_job(j: &Job) {
+fn print_job(j: &JobView) {
     println!("job        {}", j.id);
     println!("state      {}", j.state);
-    println!("target     {}", j.target());
+    println!("target     {}", target(j));
     println!("variant    {}", opt(&j.variant));
     println!(
         "progress   {}/{} items ({:.1}%)",
@@ -154,22 +133,15 @@ async fn file_part(path: &std::path::Path) -> anyhow::Result<Part> {
 async fn submit(client: &Client, a: &SubmitArgs) -> anyhow::Result<Value> {
     let req = client.request(reqwest::Method::POST, "/v1/jobs");
     let req = if a.file.is_empty() {
-        let mut body = serde_json::Map::new();
-        let fields = [
-            ("input_path", a.input_path.clone().map(Value::from)),
-            ("output_path", a.output_path.clone().map(Value::from)),
-            ("app", a.app.clone().map(Value::from)),
-            ("model", a.model.clone().map(Value::from)),
-            ("pipeline", a.pipeline.clone().map(Value::from)),
-            ("min_accuracy", a.min_accuracy.map(Value::from)),
-            ("webhook_url", a.webhook_url.clone().map(Value::from)),
-        ];
-        for (k, v) in fields {
-            if let Some(v) = v {
-                body.insert(k.into(), v);
-            }
-        }
-        req.json(&body)
+        req.json(&JobRequest {
+            input_path: a.input_path.clone().unwrap_or_default(),
+            output_path: a.output_path.clone(),
+            app: a.app.clone(),
+            model: a.model.clone(),
+            pipeline: a.pipeline.clone(),
+            min_accuracy: a.min_accuracy,
+            webhook_url: a.webhook_url.clone(),
+        })
     } else {
         let mut form = Form::new();
         let fields = [
@@ -202,16 +174,16 @@ async fn wait(client: &Client, id: &str) -> anyhow::Result<Value> {
     let path = format!("/v1/jobs/{id}");
     let last = loop {
         let raw: Value = client.get_json(&path).await?;
-        let j = Job::parse(&raw)?;
+        let j = parse_job(&raw)?;
         bar.set_length(j.items_total.max(0) as u64);
         bar.set_position(j.items_done.max(0) as u64);
         bar.set_prefix(j.state.clone());
         bar.set_message(match (&j.paused_reason, j.eta_s) {
             (Some(why), _) => format!("paused: {why}"),
-            (None, Some(eta)) if !j.ended() => format!("ETA {eta:.0} s"),
+            (None, Some(eta)) if !ended(&j) => format!("ETA {eta:.0} s"),
             _ => String::new(),
         });
-        if j.ended() {
+        if ended(&j) {
             break raw;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -222,7 +194,7 @@ async fn wait(client: &Client, id: &str) -> anyhow::Result<Value> {
 
 /// Prints the job and fails unless it succeeded.
 fn conclude(json: bool, raw: &Value) -> anyhow::Result<()> {
-    let j = Job::parse(raw)?;
+    let j = parse_job(raw)?;
     emit(json, raw, &j)?;
     match j.state.as_str() {
         "succeeded" => Ok(()),
@@ -234,7 +206,7 @@ fn conclude(json: bool, raw: &Value) -> anyhow::Result<()> {
     }
 }
 
-fn emit(json: bool, raw: &Value, j: &Job) -> anyhow::Result<()> {
+fn emit(json: bool, raw: &Value, j: &JobView) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(raw)?);
     } else {
@@ -247,12 +219,12 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
     match cmd {
         JobsCommand::Submit(a) => {
             let raw = submit(client, &a).await?;
-            let j = Job::parse(&raw)?;
+            let j = parse_job(&raw)?;
             eprintln!(
                 "submitted job {} ({} items, {})",
                 j.id,
                 j.items_total,
-                j.target()
+                target(&j)
             );
             if !a.wait {
                 return emit(json, &raw, &j);
@@ -266,8 +238,8 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
                 println!("{}", serde_json::to_string_pretty(&raw)?);
                 return Ok(());
             }
-            let jobs: Vec<Job> = serde_json::from_value(raw["jobs"].clone())
-                .context("the server's answer is not a job list")?;
+            let JobList { jobs } =
+                serde_json::from_value(raw).context("the server's answer is not a job list")?;
             println!(
                 "{:<36} {:<10} {:<24} {:>16} {:>7}  VARIANT",
                 "ID", "STATE", "TARGET", "ITEMS", "DONE"
@@ -277,7 +249,7 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
                     "{:<36} {:<10} {:<24} {:>16} {:>6.1}%  {}",
                     j.id,
                     j.state,
-                    j.target(),
+                    target(j),
                     format!("{}/{}", j.items_done, j.items_total),
                     j.progress * 100.0,
                     opt(&j.variant)
@@ -287,7 +259,7 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
         }
         JobsCommand::Status { id } => {
             let raw: Value = client.get_json(&format!("/v1/jobs/{id}")).await?;
-            emit(json, &raw, &Job::parse(&raw)?)
+            emit(json, &raw, &parse_job(&raw)?)
         }
         JobsCommand::Wait { id } => {
             let last = wait(client, &id).await?;
@@ -297,7 +269,7 @@ pub async fn run(client: &Client, json: bool, cmd: JobsCommand) -> anyhow::Resul
             let raw: Value = client
                 .send_json(client.request(reqwest::Method::POST, &format!("/v1/jobs/{id}/cancel")))
                 .await?;
-            emit(json, &raw, &Job::parse(&raw)?)
+            emit(json, &raw, &parse_job(&raw)?)
         }
         JobsCommand::Results { id, output } => {
             let resp = client

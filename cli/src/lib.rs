@@ -17,15 +17,23 @@ pub use pipelines::PipelinesCommand;
 pub use traces::TracesCommand;
 
 /// Where the server is and how to authenticate; flags win over the environment, which
-/// wins over the file written by `infaas login`.
-#[derive(Debug, Clone, Args)]
-pub struct ClientOpts {
+/// wins over the file written by `infaas login`. The flags of the commands that talk to a
+/// server (and of their subcommands: `global` within the command).
+#[derive(Debug, Clone, Default, Args)]
+pub struct Connection {
     /// URL of the infaas server.
     #[arg(long, env = "INFAAS_SERVER", global = true)]
     pub server: Option<String>,
     /// API key (else the one saved by `infaas login`).
     #[arg(long, env = "INFAAS_API_KEY", global = true, hide_env_values = true)]
     pub api_key: Option<String>,
+}
+
+/// The flags of the commands that talk to a server and print what it answers.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClientOpts {
+    #[command(flatten)]
+    pub connection: Connection,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -98,7 +106,7 @@ pub fn credentials_path() -> Option<std::path::PathBuf> {
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:8080";
 
 /// `infaas login`: checks the key against the server and saves it (mode 0600).
-pub async fn login(opts: &ClientOpts) -> anyhow::Result<()> {
+pub async fn login(opts: &Connection) -> anyhow::Result<()> {
     let server = opts
         .server
         .clone()
@@ -146,7 +154,7 @@ fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Connects with flags / environment / saved credentials.
-pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Client> {
+pub async fn connect(opts: &Connection) -> anyhow::Result<Client> {
     let saved: Option<Saved> = credentials_path()
         .and_then(|p| std::fs::read(p).ok())
         .and_then(|b| serde_json::from_slice(&b).ok());
@@ -166,18 +174,18 @@ pub async fn connect(opts: &ClientOpts) -> anyhow::Result<Client> {
 }
 
 pub async fn run_models(opts: &ClientOpts, cmd: ModelsCommand) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     models::run(&client, opts.json, cmd).await
 }
 
 pub async fn run_apps(opts: &ClientOpts, cmd: AppsCommand) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     models::run_apps(&client, opts.json, cmd).await
 }
 
 /// `infaas loadgen`: open-loop Poisson load against a running server.
 pub async fn run_loadgen(opts: &ClientOpts, args: loadgen::LoadgenArgs) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     let r = loadgen::run(&client, &args).await?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -205,7 +213,7 @@ pub async fn run_loadgen(opts: &ClientOpts, args: loadgen::LoadgenArgs) -> anyho
 
 /// `infaas infer`: one query; prints the outputs and how it was served.
 pub async fn run_infer(opts: &ClientOpts, args: infer::InferArgs) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     let (raw, answer) = infer::run(&client, &args).await?;
     if opts.json {
         println!("{}", serde_json::to_string_pretty(&raw)?);
@@ -216,16 +224,16 @@ pub async fn run_infer(opts: &ClientOpts, args: infer::InferArgs) -> anyhow::Res
 }
 
 pub async fn run_jobs(opts: &ClientOpts, cmd: JobsCommand) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     jobs::run(&client, opts.json, cmd).await
 }
 
 pub async fn run_pipelines(opts: &ClientOpts, cmd: PipelinesCommand) -> anyhow::Result<()> {
-    let client = connect(opts).await?;
+    let client = connect(&opts.connection).await?;
     pipelines::run(&client, opts.json, cmd).await
 }
 
-pub async fn run_traces(opts: &ClientOpts, cmd: TracesCommand) -> anyhow::Result<()> {
+pub async fn run_traces(opts: &Connection, cmd: TracesCommand) -> anyhow::Result<()> {
     let client = connect(opts).await?;
     traces::run(&client, cmd).await
 }

@@ -2,6 +2,10 @@
 
 use anyhow::Context;
 use clap::Subcommand;
+use infaas_protocol::v1::{
+    InferRequest, PipelineInferResponse, PipelineList, PipelineSpec, PipelineValidation,
+    PipelineView, PlanBody, PlanReport,
+};
 use serde_json::Value;
 
 use crate::infer::parse_input;
@@ -73,17 +77,21 @@ pub enum PipelinesCommand {
     },
 }
 
-fn slo_text(spec: &Value) -> String {
-    let slo = &spec["slo"];
+/// The server's answer as its wire type (`--json` prints the answer as it is).
+fn typed<T: serde::de::DeserializeOwned>(v: &Value, what: &str) -> anyhow::Result<T> {
+    serde_json::from_value(v.clone()).with_context(|| format!("the server's answer is not {what}"))
+}
+
+fn slo_text(spec: &PipelineSpec) -> String {
+    let slo = &spec.slo;
     let mut parts = Vec::new();
-    if let Some(l) = slo["latency_ms"].as_f64() {
-        let p = slo["percentile"].as_f64().unwrap_or(99.0);
-        parts.push(format!("p{p} <= {l} ms"));
+    if let Some(l) = slo.latency_ms {
+        parts.push(format!("p{} <= {l} ms", slo.percentile()));
     }
-    if let Some(a) = slo["min_accuracy"].as_f64() {
+    if let Some(a) = slo.min_accuracy {
         parts.push(format!("accuracy >= {a}"));
     }
-    if let Some(c) = slo["max_cost_per_hour"].as_f64() {
+    if let Some(c) = slo.max_cost_per_hour {
         parts.push(format!("<= ${c}/h"));
     }
     if parts.is_empty() {
@@ -93,35 +101,31 @@ fn slo_text(spec: &Value) -> String {
     }
 }
 
-fn print_plan(plan: &Value) {
+fn print_plan(plan: &PlanReport) {
     println!(
         "{:<16} {:<36} {:>6} {:>9} {:>9}",
         "NODE", "VARIANT", "BATCH", "REPLICAS", "$/h"
     );
-    for n in plan["nodes"].as_array().into_iter().flatten() {
+    for n in &plan.nodes {
         println!(
             "{:<16} {:<36} {:>6} {:>9} {:>9.4}",
-            n["name"].as_str().unwrap_or("?"),
-            n["variant"].as_str().unwrap_or("?"),
-            n["max_batch"].as_u64().unwrap_or(0),
-            n["replicas"].as_u64().unwrap_or(0),
-            n["cost_per_hour"].as_f64().unwrap_or(0.0),
+            n.name, n.variant, n.max_batch, n.replicas, n.cost_per_hour,
         );
     }
     println!(
         "predicted p{} {:.2} ms (p99 {:.2} ms), attainment {:.2}%, accuracy {:.4} ({}), cost ${:.4}/h; planned in {:.0} ms over {} estimates",
-        plan["percentile"].as_f64().unwrap_or(99.0),
-        plan["predicted_latency_ms"].as_f64().unwrap_or(f64::NAN),
-        plan["predicted_p99_ms"].as_f64().unwrap_or(f64::NAN),
-        plan["attainment"].as_f64().unwrap_or(0.0) * 100.0,
-        plan["accuracy"].as_f64().unwrap_or(f64::NAN),
-        plan["accuracy_source"].as_str().unwrap_or("estimated"),
-        plan["cost_per_hour"].as_f64().unwrap_or(f64::NAN),
-        plan["planner_ms"].as_f64().unwrap_or(f64::NAN),
-        plan["estimates"].as_u64().unwrap_or(0),
+        plan.percentile,
+        plan.predicted_latency_ms,
+        plan.predicted_p99_ms,
+        plan.attainment * 100.0,
+        plan.accuracy,
+        plan.accuracy_source,
+        plan.cost_per_hour,
+        plan.planner_ms,
+        plan.estimates,
     );
-    for note in plan["notes"].as_array().into_iter().flatten() {
-        println!("note: {}", note.as_str().unwrap_or(""));
+    for note in &plan.notes {
+        println!("note: {note}");
     }
 }
 
@@ -147,10 +151,10 @@ async fn upload_validation(
     if json {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
+        let set: PipelineValidation = typed(&v, "a validation set")?;
         println!(
             "validation set of pipeline {name}: {} rows graded on output '{}'; plans measure end-to-end accuracy on it",
-            v["rows"].as_u64().unwrap_or(0),
-            v["output"].as_str().unwrap_or("?")
+            set.rows, set.output
         );
     }
     Ok(())
@@ -179,18 +183,18 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                         .body(body),
                 )
                 .await?;
+            let view: PipelineView = typed(&v, "a pipeline")?;
             if !json {
                 println!(
                     "pipeline {} registered ({} nodes; SLO {})",
-                    v["name"].as_str().unwrap_or("?"),
-                    v["spec"]["nodes"].as_array().map_or(0, Vec::len),
-                    slo_text(&v["spec"])
+                    view.name,
+                    view.spec.nodes.len(),
+                    slo_text(&view.spec)
                 );
             }
             match validation {
                 Some(file) => {
-                    let name = v["name"].as_str().unwrap_or_default().to_string();
-                    upload_validation(client, json, &name, &file, output.as_deref()).await?;
+                    upload_validation(client, json, &view.name, &file, output.as_deref()).await?;
                     return Ok(());
                 }
                 None if !json => return Ok(()),
@@ -220,18 +224,19 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
         PipelinesCommand::List => {
             let v: Value = client.get_json("/v1/pipelines").await?;
             if !json {
+                let list: PipelineList = typed(&v, "a pipeline list")?;
                 println!(
                     "{:<24} {:>6} {:<36} {:>9} {:>10}",
                     "PIPELINE", "NODES", "SLO", "PLANNED", "QUERIES/m"
                 );
-                for p in v["pipelines"].as_array().into_iter().flatten() {
+                for p in &list.pipelines {
                     println!(
                         "{:<24} {:>6} {:<36} {:>9} {:>10}",
-                        p["name"].as_str().unwrap_or("?"),
-                        p["spec"]["nodes"].as_array().map_or(0, Vec::len),
-                        slo_text(&p["spec"]),
-                        if p["plan"].is_null() { "no" } else { "yes" },
-                        p["queries_last_minute"].as_u64().unwrap_or(0)
+                        p.name,
+                        p.spec.nodes.len(),
+                        slo_text(&p.spec),
+                        if p.plan.is_none() { "no" } else { "yes" },
+                        p.queries_last_minute
                     );
                 }
                 return Ok(());
@@ -241,17 +246,18 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
         PipelinesCommand::Show { name } => {
             let v: Value = client.get_json(&format!("/v1/pipelines/{name}")).await?;
             if !json {
-                println!("pipeline  {}  (SLO {})", name, slo_text(&v["spec"]));
-                println!("{}", serde_json::to_string_pretty(&v["spec"]["nodes"])?);
-                if let Some(rows) = v["validation"]["rows"].as_u64() {
+                let view: PipelineView = typed(&v, "a pipeline")?;
+                println!("pipeline  {}  (SLO {})", name, slo_text(&view.spec));
+                println!("{}", serde_json::to_string_pretty(&view.spec.nodes)?);
+                if let Some(set) = &view.validation {
                     println!(
-                        "validation set: {rows} rows graded on output '{}'",
-                        v["validation"]["output"].as_str().unwrap_or("?")
+                        "validation set: {} rows graded on output '{}'",
+                        set.rows, set.output
                     );
                 }
-                if !v["plan"].is_null() {
+                if let Some(plan) = &view.plan {
                     println!();
-                    print_plan(&v["plan"]);
+                    print_plan(plan);
                 }
                 return Ok(());
             }
@@ -270,15 +276,18 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
             trace,
             apply,
         } => {
-            let mut body = serde_json::json!({ "apply": apply });
-            if let Some(g) = generate {
-                body["generate"] = g.into();
-            }
-            if let Some(t) = trace {
-                let text = std::fs::read_to_string(&t)
-                    .with_context(|| format!("cannot read {}", t.display()))?;
-                body["trace_csv"] = text.into();
-            }
+            let trace_csv = match trace {
+                Some(t) => Some(
+                    std::fs::read_to_string(&t)
+                        .with_context(|| format!("cannot read {}", t.display()))?,
+                ),
+                None => None,
+            };
+            let body = PlanBody {
+                generate,
+                trace_csv,
+                apply,
+            };
             let v: Value = client
                 .send_json(
                     client
@@ -287,7 +296,7 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                 )
                 .await?;
             if !json {
-                print_plan(&v);
+                print_plan(&typed(&v, "a plan")?);
                 if apply {
                     println!("applied");
                 }
@@ -306,13 +315,12 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                 .iter()
                 .map(|a| parse_input(a, rows))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut body = serde_json::json!({ "inputs": inputs });
-            if let Some(l) = latency_ms {
-                body["latency_ms"] = l.into();
-            }
-            if let Some(a) = min_accuracy {
-                body["min_accuracy"] = a.into();
-            }
+            let body = InferRequest {
+                inputs,
+                latency_ms,
+                min_accuracy,
+                max_cost: None,
+            };
             let v: Value = client
                 .send_json(
                     client
@@ -324,7 +332,8 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                 )
                 .await?;
             if !json {
-                for o in v["outputs"].as_array().into_iter().flatten() {
+                let answer: PipelineInferResponse = typed(&v, "a pipeline's answer")?;
+                for o in &answer.outputs {
                     let mut data = o["data"].to_string();
                     if data.len() > 80 {
                         data.truncate(77);
@@ -340,29 +349,25 @@ pub async fn run(client: &Client, json: bool, cmd: PipelinesCommand) -> anyhow::
                 }
                 println!(
                     "latency {:.3} ms (SLO {}), accuracy {:.4}",
-                    v["latency_ms"].as_f64().unwrap_or(f64::NAN),
-                    v["slo_ms"]
-                        .as_f64()
+                    answer.latency_ms,
+                    answer
+                        .slo_ms
                         .map_or("none".to_string(), |s| format!("{s} ms")),
-                    v["accuracy"].as_f64().unwrap_or(f64::NAN)
+                    answer.accuracy
                 );
                 println!(
                     "{:<16} {:>5} {:<36} {:>10} {:>10}  REASON",
                     "NODE", "ROWS", "VARIANT", "ms", "BUDGET ms"
                 );
-                for n in v["nodes"].as_array().into_iter().flatten() {
+                for n in &answer.nodes {
                     println!(
                         "{:<16} {:>5} {:<36} {:>10.3} {:>10}  {}",
-                        n["node"].as_str().unwrap_or("?"),
-                        n["rows"].as_u64().unwrap_or(0),
-                        n["variant"]
-                            .as_str()
-                            .unwrap_or(n["kind"].as_str().unwrap_or("-")),
-                        n["latency_ms"].as_f64().unwrap_or(0.0),
-                        n["budget_ms"]
-                            .as_f64()
-                            .map_or("-".to_string(), |b| format!("{b:.2}")),
-                        n["reason"].as_str().unwrap_or("")
+                        n.node,
+                        n.rows,
+                        n.variant.as_deref().unwrap_or(&n.kind),
+                        n.latency_ms,
+                        n.budget_ms.map_or("-".to_string(), |b| format!("{b:.2}")),
+                        n.reason
                     );
                 }
                 return Ok(());

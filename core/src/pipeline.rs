@@ -26,19 +26,31 @@ pub const DEFAULT_PERCENTILE: f64 = 99.0;
 /// Most nodes a pipeline may have.
 pub const MAX_NODES: usize = 32;
 
-/// A pipeline as registered (`POST /v1/pipelines`, JSON or YAML).
+/// A pipeline document as registered (`POST /v1/pipelines`, JSON or YAML). Beyond what the
+/// fields say, the server checks (400, naming the node and the tensor): names unique among
+/// inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+/// cycle; outputs that every row gets; tensors that connect to the nodes' models.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PipelineSpec {
+    /// The pipeline's name, unique in the tenant among pipelines, applications and models:
+    /// 1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    )]
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Tensors a request brings, by name (referenced by nodes as bare names).
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub inputs: Vec<PipelineInput>,
     /// In any order; they run in dependency order.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 32))]
     pub nodes: Vec<NodeSpec>,
-    /// Tensors the answer carries: output name -> source (`"node.output"`; a combine node's
-    /// only output is `"node.output"` too).
+    /// Tensors the answer carries, at least one: output name -> source (`"node.output"`; a
+    /// combine node's only output is `"node.output"` too).
     pub outputs: BTreeMap<String, String>,
     #[serde(default)]
     pub slo: PipelineSlo,
@@ -49,6 +61,7 @@ pub struct PipelineSpec {
 
 /// A pipeline's behaviour under overload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = PipelineOverload))]
 #[serde(deny_unknown_fields)]
 pub struct Overload {
     /// Loki's accuracy scaling: every 10 s the controller allocates the most accurate mix of
@@ -84,10 +97,14 @@ impl Overload {
 
 /// A tensor of the request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PipelineInput {
+    /// Non-empty, without '.' (sources `"node.output"` hold one).
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[^.]+$"))]
     pub name: String,
-    /// Open Inference Protocol datatype, e.g. `FP32`.
+    /// Open Inference Protocol datatype, e.g. `FP32` (case-insensitive).
+    #[cfg_attr(feature = "openapi", schema(schema_with = datatype_schema))]
     pub datatype: String,
     /// Dimensions after the batch dimension; -1 for a dynamic one.
     #[serde(default)]
@@ -96,19 +113,24 @@ pub struct PipelineInput {
 
 /// The end-to-end requirements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PipelineSlo {
     /// End-to-end latency the `percentile` of queries must be answered within, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0.0))]
     pub latency_ms: Option<f64>,
-    /// Percentile of queries the latency holds for (default 99).
+    /// Percentile of queries the latency holds for, in (0, 100] (default 99).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0.0, maximum = 100.0))]
     pub percentile: Option<f64>,
     /// Minimum end-to-end accuracy, in [0, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub min_accuracy: Option<f64>,
     /// Most the pipeline's resources may cost per hour, in dollars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0.0))]
     pub max_cost_per_hour: Option<f64>,
 }
 
@@ -118,16 +140,31 @@ impl PipelineSlo {
     }
 }
 
-/// One node of the DAG.
+/// One node of the DAG: exactly one of `app`, `model` or `combine`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
+    /// 1-64 of `[A-Za-z0-9_-]`, starting with a letter or digit (no '.': sources are written
+    /// `"node.output"`).
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+    )]
     pub name: String,
     /// An application: the platform picks the variant (model-less).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    )]
     pub app: Option<String>,
     /// A registered model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    )]
     pub model: Option<String>,
     /// A built-in combiner over `from`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,6 +183,7 @@ pub struct NodeSpec {
 
 /// How a combine node merges its sources, row by row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Combiner {
     /// Element-wise mean of the sources that ran for the row (same shape, float).
@@ -170,19 +208,37 @@ impl Combiner {
     }
 }
 
-/// A condition on an earlier node's output, per row.
+/// A condition on an earlier node's output, per row: exactly one of `label_in` or
+/// `top_probability_below`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = NodeCondition))]
 #[serde(deny_unknown_fields)]
 pub struct Condition {
-    /// `"node.output"`.
+    /// `"node.output"` of an earlier node.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[^.]+\..+$"))]
     pub source: String,
     /// Holds when the row's label (argmax of scores, or the integer label) is one of these.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub label_in: Option<Vec<i64>>,
-    /// Holds when the row's top probability is below this (scores that are not probabilities
-    /// go through a softmax first).
+    /// Holds when the row's top probability is below this, in (0, 1] (scores that are not
+    /// probabilities go through a softmax first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0.0, maximum = 1.0))]
     pub top_probability_below: Option<f64>,
+}
+
+/// The schema of a datatype's name: one of the Open Inference Protocol's.
+#[cfg(feature = "openapi")]
+fn datatype_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(crate::DataType::ALL.iter().map(|d| d.as_str())))
+        .description(Some(
+            "Open Inference Protocol datatype, e.g. `FP32` (case-insensitive).",
+        ))
+        .build()
 }
 
 /// What a node runs.

@@ -20,6 +20,19 @@ pub enum DataType {
 }
 
 impl DataType {
+    /// Every datatype, in the Open Inference Protocol's order.
+    pub const ALL: [DataType; 9] = [
+        DataType::Bool,
+        DataType::Uint8,
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::Fp32,
+        DataType::Fp64,
+        DataType::Bytes,
+    ];
+
     /// The v2 protocol name (`FP32`, `INT64`, ...).
     pub fn as_str(self) -> &'static str {
         match self {

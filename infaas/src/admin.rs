@@ -1,13 +1,57 @@
 //! `infaas admin ...`: operator commands that work on the configured database directly,
 //! without a running server.
 
+use std::path::PathBuf;
+
 use anyhow::Context;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use infaas_core::{validate_name, Quotas, Role};
 use infaas_store::Db;
 
-use infaas_control::config::Config;
+use infaas_control::config::{Config, LogFormat, Overrides};
 use infaas_control::tenancy::generate_key;
+
+/// The configuration `admin` reads: where the database is (and the file's default quotas),
+/// the cluster token, the log. The same flags and variables as `serve`'s.
+#[derive(Debug, Clone, Args)]
+pub struct AdminArgs {
+    /// TOML configuration file (the server's).
+    #[arg(long, env = "INFAAS_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+    /// Data directory; the database is `DATA_DIR/infaas.db` unless --database-url is given.
+    #[arg(long, env = "INFAAS_DATA_DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// The database, `sqlite://...` or `postgres://...`.
+    #[arg(long, env = "INFAAS_DATABASE_URL", global = true)]
+    pub database_url: Option<String>,
+    /// The cluster token `cluster-token` prints (default: the one stored in the database).
+    #[arg(
+        long,
+        env = "INFAAS_CLUSTER_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub cluster_token: Option<String>,
+    #[arg(long, env = "INFAAS_LOG_FORMAT", global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    #[arg(long, env = "INFAAS_LOG_LEVEL", global = true)]
+    pub log_level: Option<String>,
+}
+
+impl AdminArgs {
+    /// The server configuration's layers with these flags.
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            cluster_token: self.cluster_token.clone(),
+            log_format: self.log_format,
+            log_level: self.log_level.clone(),
+            ..Overrides::default()
+        }
+    }
+}
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {

@@ -8,7 +8,9 @@ use utoipa::ToSchema;
 
 use crate::WireData;
 
+mod pipelines;
 mod whatif;
+pub use pipelines::*;
 pub use whatif::*;
 
 /// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.
@@ -339,6 +341,69 @@ pub struct JobView {
     pub created_at_ms: i64,
     pub started_at_ms: Option<i64>,
     pub finished_at_ms: Option<i64>,
+}
+
+/// A job over inputs already in the tenant's file area (`POST /v1/jobs` as JSON; files
+/// uploaded with the job go as a multipart form).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobRequest {
+    /// A prefix (folder) of `.npz` / `.jsonl` objects, or one object, in the file area.
+    #[schema(
+        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
+        max_length = 512
+    )]
+    pub input_path: String,
+    /// Where outputs go in the file area (default `job-outputs/<uuid>`).
+    #[schema(
+        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
+        max_length = 512
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_path: Option<String>,
+    /// Model-less: the application whose variants may run the job (give `app` or `model`).
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
+    /// Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_accuracy: Option<f64>,
+    /// Or one registered model.
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Or a pipeline: every item goes through it (give one of `app`, `model`, `pipeline`).
+    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
+    /// Called with the job (POST, JSON) when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+}
+
+/// The tenant's jobs, newest first.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct JobList {
+    pub jobs: Vec<JobView>,
+}
+
+/// The tasks a model may be registered for (documentation of the registration's `task`):
+/// the platform measures accuracy for these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelTask {
+    Classification,
+}
+
+impl ModelTask {
+    pub const ALL: [ModelTask; 1] = [ModelTask::Classification];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelTask::Classification => "classification",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,39 +14,7 @@ use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::state::AppState;
 use crate::uploads::{multipart_error, text};
 use infaas_control::jobs::{self, check_path, file_key, Submission};
-use infaas_protocol::v1::JobView;
-
-/// A job over inputs already in the tenant's file area.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobRequest {
-    /// A prefix (folder) of `.npz` / `.jsonl` objects, or one object, in the file area.
-    #[schema(
-        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
-        max_length = 512
-    )]
-    pub input_path: String,
-    /// Where outputs go in the file area (default `job-outputs/<uuid>`).
-    #[schema(
-        pattern = r"^/?(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253})(?:/(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,254}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,253}|\.\.[A-Za-z0-9._-]{1,253}))*/?$",
-        max_length = 512
-    )]
-    pub output_path: Option<String>,
-    /// Model-less: the application whose variants may run the job (give `app` or `model`).
-    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    pub app: Option<String>,
-    /// Smallest acceptable accuracy, a fraction in [0, 1] (application jobs only).
-    #[schema(minimum = 0.0, maximum = 1.0)]
-    pub min_accuracy: Option<f64>,
-    /// Or one registered model.
-    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    pub model: Option<String>,
-    /// Or a pipeline: every item goes through it (give one of `app`, `model`, `pipeline`).
-    #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    pub pipeline: Option<String>,
-    /// Called with the job (POST, JSON) when it ends.
-    pub webhook_url: Option<String>,
-}
+use infaas_protocol::v1::{JobList, JobRequest, JobView};
 
 /// Multipart form of `POST /v1/jobs` (for OpenAPI): input files are uploaded with the job.
 #[allow(dead_code)]
@@ -61,11 +29,6 @@ pub struct JobForm {
     pipeline: Option<String>,
     output_path: Option<String>,
     webhook_url: Option<String>,
-}
-
-#[derive(Serialize, ToSchema)]
-pub struct JobList {
-    pub jobs: Vec<JobView>,
 }
 
 /// Reads a multipart submission, saving its input files under a fresh `job-inputs/<uuid>`

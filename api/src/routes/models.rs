@@ -5,7 +5,7 @@ use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
 use infaas_core::Model;
 use infaas_protocol::v1::{
-    AppDetail, AppList, AppSummary, ModelList, ModelView, PrunedVariantView,
+    AppDetail, AppList, AppSummary, ModelList, ModelTask, ModelView, PrunedVariantView,
 };
 use infaas_store::PrunedVariant;
 use utoipa::ToSchema;
@@ -45,7 +45,9 @@ pub struct RegisterForm {
     /// Application (created when new); the same rule as `name`.
     #[schema(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
     app: String,
-    /// `classification` (default).
+    /// What the model does: `classification` (default), the one task the platform measures
+    /// accuracy for; any other is refused (400, naming `task`).
+    #[schema(value_type = Option<ModelTask>)]
     task: Option<String>,
     /// The ONNX file.
     #[schema(value_type = String, format = Binary)]

@@ -5,55 +5,29 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use infaas_control::pipelines::{self, run, Pipeline};
-use infaas_protocol::v1::InferRequest;
+use infaas_protocol::v1::{
+    InferRequest, PipelineInferResponse, PipelineList, PipelineSpec, PipelineValidation,
+    PipelineView, PlanBody, PlanReport,
+};
 use infaas_protocol::JsonTensorOut;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody, Json};
 use crate::state::AppState;
 
-/// A registered pipeline.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PipelineView {
-    pub name: String,
-    pub description: Option<String>,
-    /// The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-    /// `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
-    #[schema(value_type = Object)]
-    pub spec: serde_json::Value,
-    /// The applied plan, if any (see `POST /v1/pipelines/{name}/plan`).
-    #[schema(value_type = Object, nullable)]
-    pub plan: Option<serde_json::Value>,
-    /// Queries of the last minute on this controller.
-    pub queries_last_minute: usize,
-    /// Live figures (`GET /v1/pipelines/{name}` only): per node its planned and last variant,
-    /// replicas, queued rows, p99 over the last minute, measured branch probability and cost
-    /// per hour; the end-to-end p99 and SLO attainment per second (this controller).
-    #[schema(value_type = Object, nullable)]
-    pub status: Option<infaas_control::pipelines::status::PipelineStatus>,
-    /// The validation set plans measure end-to-end accuracy on, if one was uploaded.
-    pub validation: Option<PipelineValidation>,
-    pub created_at_ms: i64,
-    pub updated_at_ms: i64,
-}
-
-/// A pipeline's validation set.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PipelineValidation {
-    /// The output its labels grade.
-    pub output: String,
-    pub rows: usize,
-}
-
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PipelineList {
-    pub pipelines: Vec<PipelineView>,
-}
-
 fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> {
-    let spec = serde_json::to_value(&p.spec).map_err(ApiError::internal)?;
+    // A stored plan is a PlanReport as this server wrote it; one that no longer reads is
+    // left out of the view (and logged) rather than failing it.
+    let plan = p
+        .plan
+        .and_then(|v| match serde_json::from_value::<PlanReport>(v) {
+            Ok(plan) => Some(plan),
+            Err(e) => {
+                tracing::warn!(pipeline = %p.spec.name, error = %e, "cannot read the stored plan");
+                None
+            }
+        });
     Ok(PipelineView {
         queries_last_minute: state
             .pipelines
@@ -61,13 +35,13 @@ fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> 
             .len(),
         name: p.spec.name.clone(),
         description: p.spec.description.clone(),
-        spec,
+        spec: p.spec,
         status: None,
         validation: p.validation.map(|v| PipelineValidation {
             output: v.output,
             rows: v.rows,
         }),
-        plan: p.plan,
+        plan,
         created_at_ms: p.created_at_ms,
         updated_at_ms: p.updated_at_ms,
     })
@@ -76,10 +50,10 @@ fn view(state: &AppState, tenant: &str, p: Pipeline) -> ApiResult<PipelineView> 
 /// Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
 /// against the registry; an error names the node and the tensor.
 #[utoipa::path(post, path = "/v1/pipelines", operation_id = "create_pipeline", tag = "pipelines", security(("bearer" = [])),
-    request_body(content = Object, description = "The pipeline document, JSON or YAML, at most 256 KiB (docs/pipelines.md)",
+    request_body(content = PipelineSpec, description = "The pipeline document, JSON (this schema) or the same in YAML, at most 256 KiB (docs/pipelines.md)",
         content_type = "application/json"),
     responses((status = 201, body = PipelineView),
-              (status = 400, description = "Invalid document: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor)", body = ErrorBody),
+              (status = 400, description = "Invalid document: outside the schema (a missing `name`, an unknown `combine`, ...: the message names the field), or what the schema cannot say: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor)", body = ErrorBody),
               (status = 401, body = ErrorBody),
               (status = 404, description = "A node names an application or model that does not exist", body = ErrorBody),
               (status = 409, description = "The name is taken (by a pipeline, application or model), or a node's model failed registration", body = ErrorBody),
@@ -124,7 +98,8 @@ pub async fn show(
     // The live figures need the pipeline to still fit the registry; without them the
     // document and plan are still shown.
     if let Ok(prepared) = pipelines::prepared(&state, &p.tenant_id, &name).await {
-        v.status = Some(pipelines::status::status(&state, &p.tenant_id, &prepared));
+        let status = pipelines::status::status(&state, &p.tenant_id, &prepared);
+        v.status = Some(serde_json::to_value(status).map_err(ApiError::internal)?);
     }
     Ok(Json(v))
 }
@@ -198,42 +173,6 @@ pub async fn delete_validation(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// What one node did for the query.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct NodeRunView {
-    pub node: String,
-    /// `app`, `model`, or the combiner (`mean`, `vote`, `concat`, `first`).
-    pub kind: String,
-    /// Rows of the request the node ran on; 0 when a switch skipped it.
-    pub rows: usize,
-    pub model: Option<String>,
-    pub variant: Option<String>,
-    pub worker: Option<String>,
-    pub hardware: Option<String>,
-    pub accuracy: Option<f64>,
-    /// The node's latency budget (ms) when it started: what was left of the SLO, shared over
-    /// the model nodes still ahead.
-    pub budget_ms: Option<f64>,
-    pub latency_ms: f64,
-    /// Why this variant (or why the node was skipped).
-    pub reason: String,
-}
-
-/// The answer to a pipeline query.
-#[derive(Serialize, Deserialize, ToSchema)]
-pub struct PipelineInferResponse {
-    #[schema(value_type = Vec<Object>)]
-    pub outputs: Vec<serde_json::Value>,
-    pub pipeline: String,
-    pub latency_ms: f64,
-    /// The end-to-end SLO the query ran under (the pipeline's or the query's override).
-    pub slo_ms: Option<f64>,
-    /// Estimated accuracy of this answer: the product of the accuracies of the model nodes
-    /// that ran, each weighted by the share of rows it ran on.
-    pub accuracy: f64,
-    pub nodes: Vec<NodeRunView>,
-}
-
 #[derive(Serialize)]
 struct Answer<'a> {
     outputs: Vec<JsonTensorOut<'a>>,
@@ -283,20 +222,6 @@ pub async fn infer(
         .into_response())
 }
 
-/// What to plan a pipeline on.
-#[derive(Deserialize, ToSchema)]
-pub struct PlanBody {
-    /// A workload generator for the planning trace (the `infaas sim --generate` syntax), e.g.
-    /// `poisson:rate=100,duration=600`.
-    pub generate: Option<String>,
-    /// A planning trace in the documented CSV format (`time_ms,app,slo_ms,min_accuracy`);
-    /// every arrival counts as a pipeline query.
-    pub trace_csv: Option<String>,
-    /// Store the plan (queries then run each node on the plan's model) and load its replicas.
-    #[serde(default)]
-    pub apply: bool,
-}
-
 /// Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
 /// that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
 /// the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
@@ -304,7 +229,7 @@ pub struct PlanBody {
 #[utoipa::path(post, path = "/v1/pipelines/{name}/plan", operation_id = "plan_pipeline", tag = "pipelines", security(("bearer" = [])),
     params(("name" = String, Path, description = "Pipeline name")),
     request_body = PlanBody,
-    responses((status = 200, description = "The plan: per node variant, max batch, replicas, cost; predicted latency at the SLO's percentile, p99, attainment, accuracy, cost, planner time", body = Object),
+    responses((status = 200, description = "The plan: per node variant, max batch, replicas, cost; predicted latency at the SLO's percentile, p99, attainment, accuracy, cost, planner time", body = PlanReport),
               (status = 400, description = "A bad generator or trace", body = ErrorBody),
               (status = 401, body = ErrorBody),
               (status = 404, body = ErrorBody),
@@ -316,7 +241,7 @@ pub async fn plan(
     p: Principal,
     Path(name): Path<String>,
     Json(body): Json<PlanBody>,
-) -> ApiResult<Json<pipelines::plan::PlanReport>> {
+) -> ApiResult<Json<PlanReport>> {
     let req = pipelines::plan::PlanRequest {
         generate: body.generate,
         trace_csv: body.trace_csv,

@@ -62,10 +62,10 @@ pub async fn recorded(
     security(("bearer" = [])),
     request_body = WhatIfRequest,
     responses((status = 202, description = "Queued; follow it with GET /v1/whatif/{id}", body = WhatIfRun),
-              (status = 400, description = "A malformed body, an unknown or repeated policy, a bad generator spec, a CSV line that does not parse (the message names the line), an empty CSV trace, cluster sizes out of range", body = ErrorBody),
+              (status = 400, description = "A malformed body, an unknown or repeated policy, a bad generator spec, a CSV line that does not parse (the message names the line), an empty CSV trace, cluster sizes out of range (the message names the field)", body = ErrorBody),
               (status = 401, body = ErrorBody),
               (status = 413, description = "The body is over the route's limit, or the CSV trace over `whatif.max_csv_bytes` (default 8 MiB)", body = ErrorBody),
-              (status = 422, description = "The trace names an application the tenant does not have or one without profiled variants; no traffic recorded; a generator that makes no query; a trace over `whatif.max_queries` (default 250,000) queries or `whatif.max_duration_s` (default 7,200 s)", body = ErrorBody),
+              (status = 422, description = "A simulated cluster without a worker (`cpu_workers` 0 and `gpu_workers` 0, given or the live GPU workers; the message names both); the trace names an application the tenant does not have or one without profiled variants; no traffic recorded; a generator that makes no query; a trace over `whatif.max_queries` (default 250,000) queries or `whatif.max_duration_s` (default 7,200 s)", body = ErrorBody),
               (status = 429, description = "The tenant already has `whatif.max_unfinished_per_tenant` (default 1) runs queued or running, or its rate limit is exceeded; retry after `Retry-After` seconds", body = ErrorBody)))]
 pub async fn start(
     State(state): State<AppState>,

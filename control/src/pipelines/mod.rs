@@ -237,8 +237,20 @@ pub fn parse_document(bytes: &[u8]) -> Result<PipelineSpec, Error> {
         .map_err(|e| Error::Invalid(format!("the pipeline document is not UTF-8: {e}")))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') {
-        serde_json::from_str(text)
-            .map_err(|e| Error::Invalid(format!("the pipeline document is not valid JSON: {e}")))
+        // The error names the field where it is (`nodes[1].combine: unknown variant ...`), as
+        // serde_yaml's do.
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if path == "." {
+                Error::Invalid(format!("the pipeline document is not valid JSON: {inner}"))
+            } else {
+                Error::Invalid(format!(
+                    "the pipeline document is not valid JSON: {path}: {inner}"
+                ))
+            }
+        })
     } else {
         serde_yaml::from_str(text).map_err(|e| {
             Error::Invalid(format!(
@@ -707,5 +719,40 @@ impl PipelineActivity {
     fn cache(&self, tenant: &str, name: &str, p: Arc<Prepared>) {
         let mut map = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
         map.insert((tenant.to_string(), name.to_string()), (Instant::now(), p));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(doc: &str) -> String {
+        match parse_document(doc.as_bytes()) {
+            Err(Error::Invalid(m)) => m,
+            other => panic!("{doc}: {other:?}"),
+        }
+    }
+
+    /// Errors name the field: a missing one, and where an unknown value is, in JSON and YAML.
+    #[test]
+    fn document_errors_name_the_field() {
+        let m = refused(r#"{"inputs": [], "nodes": [], "outputs": {}}"#);
+        assert!(m.contains("missing field `name`"), "{m}");
+        let m = refused(
+            r#"{"name": "p", "inputs": [{"name": "x", "datatype": "FP32"}],
+                "nodes": [{"name": "a", "app": "a"}, {"name": "m", "combine": "median", "from": ["a.y"]}],
+                "outputs": {"y": "m.output"}}"#,
+        );
+        assert!(
+            m.contains("nodes[1].combine") && m.contains("median"),
+            "{m}"
+        );
+        assert!(m.contains("mean") && m.contains("first"), "{m}");
+        let m =
+            refused("name: p\ninputs: []\nnodes:\n  - name: m\n    combine: median\noutputs: {}\n");
+        assert!(
+            m.contains("nodes[0].combine") && m.contains("median"),
+            "{m}"
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use infaas_core::pipeline::{NodeKind, PipelineSpec};
 use infaas_scheduler::pipeline::{self as planner, PlanNode, PlanOption, PlanProblem};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::Prepared;
 use crate::error::Error;
@@ -35,67 +35,8 @@ pub struct PlanRequest {
     pub apply: bool,
 }
 
-/// The planner's answer, as stored when applied and returned by the API.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PlanReport {
-    pub nodes: Vec<PlannedNode>,
-    pub percentile: f64,
-    pub slo_ms: f64,
-    /// Estimated end-to-end latency at `percentile` on the planning trace (SIMULATED).
-    pub predicted_latency_ms: f64,
-    pub predicted_p99_ms: f64,
-    /// Estimated share of the trace's queries within the SLO.
-    pub attainment: f64,
-    /// Estimated end-to-end accuracy.
-    pub accuracy: f64,
-    /// How `accuracy` was obtained.
-    pub accuracy_source: String,
-    pub cost_per_hour: f64,
-    /// Algorithm 1's feasible start and its cost, for comparison.
-    pub initial_cost_per_hour: f64,
-    pub service_time_ms: f64,
-    pub planner_ms: f64,
-    pub estimates: usize,
-    pub trace: TraceSummary,
-    /// What the planner assumed (unmeasured branches, ...).
-    pub notes: Vec<String>,
-    pub applied: bool,
-    pub planned_at_ms: i64,
-    /// The tuner's configuration for this plan (the planned traffic envelope, each node's
-    /// reach and throughput): kept with an applied plan so that a restarted controller tunes
-    /// the pipeline again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tuner: Option<planner::TunerConfig>,
-}
-
-/// One node of a plan.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PlannedNode {
-    pub name: String,
-    pub variant: String,
-    pub model: String,
-    pub hardware: String,
-    pub max_batch: usize,
-    pub replicas: usize,
-    pub accuracy: f64,
-    pub cost_per_hour: f64,
-    pub throughput_per_s: f64,
-    /// Share of the pipeline's queries reaching the node.
-    pub reach: f64,
-    pub branch_probability: f64,
-    /// Estimated p99 of the node's own latency (queueing and processing), ms.
-    pub predicted_p99_ms: f64,
-}
-
-/// The planning trace.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TraceSummary {
-    /// `recorded`, `generated: SPEC` or `uploaded`.
-    pub source: String,
-    pub queries: usize,
-    pub duration_s: f64,
-    pub mean_rate_per_s: f64,
-}
+/// The planner's answer, as stored when applied and returned by the API: wire types.
+pub use infaas_protocol::v1::{PlanReport, PlanTrace, PlannedNode};
 
 /// The model nodes of a pipeline, in run order, with their nearest model-node ancestors
 /// (combine nodes are free and transparent).
@@ -397,7 +338,7 @@ pub async fn plan(
                     .per_node_p99_ms
                     .get(i)
                     .copied()
-                    .unwrap_or(f64::NAN),
+                    .filter(|v| v.is_finite()),
             })
             .collect(),
         percentile: problem.percentile,
@@ -412,7 +353,7 @@ pub async fn plan(
         service_time_ms: plan.service_time_ms,
         planner_ms,
         estimates: plan.estimates,
-        trace: TraceSummary {
+        trace: PlanTrace {
             source,
             queries,
             duration_s,
@@ -425,7 +366,9 @@ pub async fn plan(
         notes,
         applied: req.apply,
         planned_at_ms: infaas_core::time::now_ms(),
-        tuner,
+        tuner: tuner
+            .map(|t| serde_json::to_value(t).map_err(Error::internal))
+            .transpose()?,
     };
     if req.apply {
         apply(state, tenant, name, &report).await?;
@@ -436,12 +379,20 @@ pub async fn plan(
 
 /// Starts tuning a pipeline from its applied plan (no-op for a plan without a tuner).
 pub fn install_tuner(state: &ControlPlane, tenant: &str, name: &str, report: &PlanReport) {
-    if let Some(config) = &report.tuner {
-        let variants = report.nodes.iter().map(|n| n.variant.clone()).collect();
-        state
-            .pipelines
-            .tuners
-            .install(tenant, name, planner::Tuner::new(config.clone()), variants);
+    let Some(stored) = &report.tuner else {
+        return;
+    };
+    match serde_json::from_value::<planner::TunerConfig>(stored.clone()) {
+        Ok(config) => {
+            let variants = report.nodes.iter().map(|n| n.variant.clone()).collect();
+            state
+                .pipelines
+                .tuners
+                .install(tenant, name, planner::Tuner::new(config), variants);
+        }
+        Err(e) => {
+            tracing::warn!(pipeline = %name, error = %e, "cannot read a plan's tuner configuration; the pipeline is not tuned")
+        }
     }
 }
 

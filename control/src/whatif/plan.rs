@@ -100,10 +100,18 @@ pub fn cluster(
             )));
         }
     }
+    // Valid sizes, yet no cluster to simulate: unprocessable (422), like a trace naming an
+    // application the tenant does not have. (The schema cannot say it: a size that is not
+    // given is the live cluster's.)
     if cpu_workers + gpu_workers == 0 {
-        return Err(Error::Invalid(
-            "the simulated cluster needs a worker: cpu_workers and gpu_workers are both 0".into(),
-        ));
+        return Err(Error::Unprocessable(format!(
+            "the simulated cluster needs a worker: cpu_workers and gpu_workers are both 0{}; give one of them at least 1",
+            if req.gpu_workers.is_none() {
+                " (gpu_workers was not given: the live GPU workers, none)"
+            } else {
+                ""
+            }
+        )));
     }
     if !(1..=MAX_CORES).contains(&cores) {
         return Err(Error::Invalid(format!(
@@ -444,14 +452,22 @@ mod tests {
         assert_eq!(c.cpu_workers, 5);
         assert!((s.scale_down - 3.0).abs() < 1e-9);
         let base = || request(TraceSource::Csv(String::new()));
+        // No worker at all: sizes within the limits, a cluster that cannot be simulated.
+        for (cpu, gpu) in [(Some(0), None), (Some(0), Some(0))] {
+            let r = WhatIfRequest {
+                cpu_workers: cpu,
+                gpu_workers: gpu,
+                ..base()
+            };
+            let (m, kind) = message(cluster(&r, &live, &a, Prices::default()).unwrap_err());
+            assert!(m.contains("needs a worker"), "{m}");
+            assert!(
+                m.contains("cpu_workers") && m.contains("gpu_workers"),
+                "{m}"
+            );
+            assert_eq!(kind, "unprocessable", "{m}");
+        }
         for (r, says) in [
-            (
-                WhatIfRequest {
-                    cpu_workers: Some(0),
-                    ..base()
-                },
-                "needs a worker",
-            ),
             (
                 WhatIfRequest {
                     gpu_workers: Some(300),

@@ -11,6 +11,7 @@ mod dashboard_pipelines;
 mod grpc;
 mod http_auth;
 mod http_basics;
+mod http_contracts;
 mod http_dashboard;
 mod http_isolation;
 mod http_lifecycle;

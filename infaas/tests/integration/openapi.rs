@@ -188,3 +188,119 @@ fn request_limits_are_in_the_schemas() {
         );
     }
 }
+
+/// The schema `$ref` points at, or the schema itself; through a nullable `oneOf`.
+fn resolve<'a>(doc: &'a serde_json::Value, schema: &'a serde_json::Value) -> &'a serde_json::Value {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.trim_start_matches("#/components/schemas/");
+        return resolve(doc, &doc["components"]["schemas"][name]);
+    }
+    if let Some(options) = schema["oneOf"].as_array() {
+        if let Some(other) = options.iter().find(|o| o["type"] != "null") {
+            if options.len() == 2 {
+                return resolve(doc, other);
+            }
+        }
+    }
+    schema
+}
+
+fn strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The pipeline document is a schema, not an object: what a strict fuzzer sends is what the
+/// server takes. `name` and the other required fields are required, a node's combiner and an
+/// input's datatype are enums of the server's sets, a model's `task` the platform's tasks;
+/// the plan is a typed answer; a what-if cluster's sizes say that one worker is needed.
+#[test]
+fn the_schemas_state_what_the_server_enforces() {
+    let doc: serde_json::Value =
+        serde_json::from_str(&infaas_api::openapi::document()).expect("the document is JSON");
+    let create = &doc["paths"]["/v1/pipelines"]["post"];
+    let spec = resolve(
+        &doc,
+        &create["requestBody"]["content"]["application/json"]["schema"],
+    );
+    assert_eq!(spec["type"], "object", "{spec}");
+    assert_eq!(spec["additionalProperties"], false);
+    let required = strings(&spec["required"]);
+    for field in ["name", "inputs", "nodes", "outputs"] {
+        assert!(required.iter().any(|r| r == field), "{field}: {required:?}");
+    }
+    assert!(spec["properties"]["name"]["pattern"].is_string());
+    assert_eq!(spec["properties"]["nodes"]["maxItems"], 32);
+    let node = resolve(&doc, &spec["properties"]["nodes"]["items"]);
+    assert_eq!(strings(&node["required"]), ["name"]);
+    let combine = resolve(&doc, &node["properties"]["combine"]);
+    assert_eq!(
+        strings(&combine["enum"]),
+        ["mean", "vote", "concat", "first"]
+    );
+    // Every value the server takes, and no other (serde's names of the Combiner).
+    for c in strings(&combine["enum"]) {
+        let parsed: infaas_core::pipeline::Combiner =
+            serde_json::from_value(serde_json::json!(c)).unwrap();
+        assert_eq!(parsed.as_str(), c);
+    }
+    let input = resolve(&doc, &spec["properties"]["inputs"]["items"]);
+    let datatypes = strings(&input["properties"]["datatype"]["enum"]);
+    assert_eq!(
+        datatypes,
+        infaas_core::DataType::ALL.map(|d| d.as_str().to_string())
+    );
+    assert!(datatypes
+        .iter()
+        .all(|d| infaas_core::DataType::parse(d).is_some()));
+
+    let form = resolve(
+        &doc,
+        &doc["paths"]["/v1/models"]["post"]["requestBody"]["content"]["multipart/form-data"]
+            ["schema"],
+    );
+    let task = resolve(&doc, &form["properties"]["task"]);
+    assert_eq!(
+        strings(&task["enum"]),
+        infaas_control::registry::upload::TASKS
+    );
+
+    let plan = resolve(
+        &doc,
+        &doc["paths"]["/v1/pipelines/{name}/plan"]["post"]["responses"]["200"]["content"]
+            ["application/json"]["schema"],
+    );
+    assert_eq!(plan["type"], "object");
+    for field in [
+        "nodes",
+        "predicted_latency_ms",
+        "cost_per_hour",
+        "trace",
+        "applied",
+    ] {
+        assert!(
+            strings(&plan["required"]).iter().any(|r| r == field),
+            "{field}"
+        );
+    }
+    let view = &doc["components"]["schemas"]["PipelineView"]["properties"];
+    assert_eq!(resolve(&doc, &view["spec"]), spec);
+    assert_eq!(resolve(&doc, &view["plan"]), plan);
+
+    let whatif = &doc["components"]["schemas"]["WhatIfRequest"]["properties"];
+    for field in ["cpu_workers", "gpu_workers"] {
+        let d = whatif[field]["description"].as_str().unwrap_or_default();
+        assert!(d.contains("422") && d.contains("worker"), "{field}: {d}");
+    }
+    let answers = &doc["paths"]["/v1/whatif"]["post"]["responses"]["422"]["description"];
+    assert!(
+        answers
+            .as_str()
+            .unwrap_or_default()
+            .contains("without a worker"),
+        "{answers}"
+    );
+}

@@ -501,8 +501,8 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         ),
         (
             json!({"trace": {"generate": SPEC}, "policies": policy(), "cpu_workers": 0, "gpu_workers": 0}),
-            StatusCode::BAD_REQUEST,
-            "needs a worker",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "needs a worker: cpu_workers and gpu_workers are both 0",
         ),
         (
             json!({"trace": {"generate": SPEC}, "policies": policy(), "colour": "blue"}),

@@ -50,14 +50,18 @@ pub struct WhatIfRequest {
     /// Policies to compare, each at most once, in the order given.
     #[schema(value_type = Vec<WhatIfPolicyName>, min_items = 1, max_items = 4)]
     pub policies: Vec<String>,
-    /// CPU workers of the simulated cluster (default: the live CPU workers).
+    /// CPU workers of the simulated cluster (default: the live CPU workers, or 1 when the
+    /// cluster would otherwise have no worker). The cluster needs at least one worker:
+    /// `cpu_workers` 0 with `gpu_workers` 0 (given, or the live GPU workers when not given)
+    /// is refused with 422, naming both.
     #[schema(minimum = 0, maximum = 256)]
     pub cpu_workers: Option<u32>,
     /// Cores (intra-op threads) a simulated worker offers (default: the most cores of a live
     /// worker).
     #[schema(minimum = 1, maximum = 1024)]
     pub cpu_cores: Option<u32>,
-    /// GPU workers of the simulated cluster (default: the live GPU workers).
+    /// GPU workers of the simulated cluster (default: the live GPU workers). At least one
+    /// worker, CPU or GPU: with `cpu_workers` also 0 the run is refused with 422.
     #[schema(minimum = 0, maximum = 256)]
     pub gpu_workers: Option<u32>,
     /// Headroom the platform's autoscaler keeps in the run (default: the server's

@@ -667,6 +667,11 @@ export interface components {
             models: string[];
             name: string;
         };
+        /**
+         * @description How a combine node merges its sources, row by row.
+         * @enum {string}
+         */
+        Combiner: "mean" | "vote" | "concat" | "first";
         CreateKeyRequest: {
             /** @description A label for the key, e.g. `ci` or `alice`: 1-128 characters, not all blank. */
             name: string;
@@ -798,6 +803,7 @@ export interface components {
             pipeline?: string | null;
             webhook_url?: string | null;
         };
+        /** @description The tenant's jobs, newest first. */
         JobList: {
             jobs: components["schemas"]["JobView"][];
         };
@@ -932,6 +938,12 @@ export interface components {
         ModelList: {
             models: components["schemas"]["ModelView"][];
         };
+        /**
+         * @description The tasks a model may be registered for (documentation of the registration's `task`):
+         *     the platform measures accuracy for these.
+         * @enum {string}
+         */
+        ModelTask: "classification";
         ModelView: {
             app: string;
             /** Format: int64 */
@@ -966,6 +978,22 @@ export interface components {
             /** @description The variants kept (pruned ones are in `pruned`). */
             variants: components["schemas"]["VariantView"][];
         };
+        /**
+         * @description A condition on an earlier node's output, per row: exactly one of `label_in` or
+         *     `top_probability_below`.
+         */
+        NodeCondition: {
+            /** @description Holds when the row's label (argmax of scores, or the integer label) is one of these. */
+            label_in?: number[] | null;
+            /** @description `"node.output"` of an earlier node. */
+            source: string;
+            /**
+             * Format: double
+             * @description Holds when the row's top probability is below this, in (0, 1] (scores that are not
+             *     probabilities go through a softmax first).
+             */
+            top_probability_below?: number | null;
+        };
         /** @description What one node did for the query. */
         NodeRunView: {
             /** Format: double */
@@ -990,6 +1018,29 @@ export interface components {
             variant?: string | null;
             worker?: string | null;
         };
+        /** @description One node of the DAG: exactly one of `app`, `model` or `combine`. */
+        NodeSpec: {
+            /** @description An application: the platform picks the variant (model-less). */
+            app?: string | null;
+            combine?: null | components["schemas"]["Combiner"];
+            /** @description The combiner's sources, `"node.output"`, in order. */
+            from?: string[];
+            /**
+             * @description The model's input name -> source (a request input's name or `"node.output"`). A model
+             *     with one input may omit the map when the request has one input.
+             */
+            inputs?: {
+                [key: string]: string;
+            };
+            /** @description A registered model. */
+            model?: string | null;
+            /**
+             * @description 1-64 of `[A-Za-z0-9_-]`, starting with a letter or digit (no '.': sources are written
+             *     `"node.output"`).
+             */
+            name: string;
+            when?: null | components["schemas"]["NodeCondition"];
+        };
         /** @description The answer to a pipeline query. */
         PipelineInferResponse: {
             /**
@@ -1009,8 +1060,86 @@ export interface components {
              */
             slo_ms?: number | null;
         };
+        /** @description A tensor of the request. */
+        PipelineInput: {
+            /**
+             * @description Open Inference Protocol datatype, e.g. `FP32` (case-insensitive).
+             * @enum {string}
+             */
+            datatype: "BOOL" | "UINT8" | "INT8" | "INT16" | "INT32" | "INT64" | "FP32" | "FP64" | "BYTES";
+            /** @description Non-empty, without '.' (sources `"node.output"` hold one). */
+            name: string;
+            /** @description Dimensions after the batch dimension; -1 for a dynamic one. */
+            shape?: number[];
+        };
         PipelineList: {
             pipelines: components["schemas"]["PipelineView"][];
+        };
+        /** @description A pipeline's behaviour under overload. */
+        PipelineOverload: {
+            /**
+             * @description Loki's accuracy scaling: every 10 s the controller allocates the most accurate mix of
+             *     the nodes' variants that carries the demand (hardware scaling first), and every query is
+             *     routed along it most-accurate-first (off by default).
+             */
+            accuracy_scaling?: boolean;
+            /**
+             * @description A query that can no longer meet its end-to-end deadline is dropped at once, before it
+             *     spends downstream capacity, with an answer that says so (on by default; with
+             *     `accuracy_scaling`, it is first rerouted to a faster variant when one makes it).
+             */
+            early_dropping?: boolean;
+        };
+        /** @description The end-to-end requirements. */
+        PipelineSlo: {
+            /**
+             * Format: double
+             * @description End-to-end latency the `percentile` of queries must be answered within, in ms.
+             */
+            latency_ms?: number | null;
+            /**
+             * Format: double
+             * @description Most the pipeline's resources may cost per hour, in dollars.
+             */
+            max_cost_per_hour?: number | null;
+            /**
+             * Format: double
+             * @description Minimum end-to-end accuracy, in [0, 1].
+             */
+            min_accuracy?: number | null;
+            /**
+             * Format: double
+             * @description Percentile of queries the latency holds for, in (0, 100] (default 99).
+             */
+            percentile?: number | null;
+        };
+        /**
+         * @description A pipeline document as registered (`POST /v1/pipelines`, JSON or YAML). Beyond what the
+         *     fields say, the server checks (400, naming the node and the tensor): names unique among
+         *     inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+         *     cycle; outputs that every row gets; tensors that connect to the nodes' models.
+         */
+        PipelineSpec: {
+            description?: string | null;
+            /** @description Tensors a request brings, by name (referenced by nodes as bare names). */
+            inputs: components["schemas"]["PipelineInput"][];
+            /**
+             * @description The pipeline's name, unique in the tenant among pipelines, applications and models:
+             *     1-64 of `[A-Za-z0-9._-]`, starting with a letter or digit.
+             */
+            name: string;
+            /** @description In any order; they run in dependency order. */
+            nodes: components["schemas"]["NodeSpec"][];
+            /**
+             * @description Tensors the answer carries, at least one: output name -> source (`"node.output"`; a
+             *     combine node's only output is `"node.output"` too).
+             */
+            outputs: {
+                [key: string]: string;
+            };
+            /** @description What the platform does when the demand outgrows the hardware (docs/overload.md). */
+            overload?: components["schemas"]["PipelineOverload"];
+            slo?: components["schemas"]["PipelineSlo"];
         };
         /** @description A pipeline's validation set. */
         PipelineValidation: {
@@ -1024,15 +1153,11 @@ export interface components {
             created_at_ms: number;
             description?: string | null;
             name: string;
-            /** @description The applied plan, if any (see `POST /v1/pipelines/{name}/plan`). */
-            plan: Record<string, never> | null;
+            plan?: null | components["schemas"]["PlanReport"];
             /** @description Queries of the last minute on this controller. */
             queries_last_minute: number;
-            /**
-             * @description The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-             *     `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
-             */
-            spec: Record<string, never>;
+            /** @description The registered document (docs/pipelines.md). */
+            spec: components["schemas"]["PipelineSpec"];
             /**
              * @description Live figures (`GET /v1/pipelines/{name}` only): per node its planned and last variant,
              *     replicas, queued rows, p99 over the last minute, measured branch probability and cost
@@ -1057,6 +1182,107 @@ export interface components {
              *     every arrival counts as a pipeline query.
              */
             trace_csv?: string | null;
+        };
+        /**
+         * @description InferLine's plan of a pipeline (SIMULATED estimates), as `POST /v1/pipelines/{name}/plan`
+         *     answers it and as an applied plan is stored.
+         */
+        PlanReport: {
+            /**
+             * Format: double
+             * @description Estimated end-to-end accuracy.
+             */
+            accuracy: number;
+            /** @description How `accuracy` was obtained. */
+            accuracy_source: string;
+            /** @description Whether the plan was stored and its replicas loaded. */
+            applied: boolean;
+            /**
+             * Format: double
+             * @description Estimated share of the trace's queries within the SLO.
+             */
+            attainment: number;
+            /** Format: double */
+            cost_per_hour: number;
+            /** @description Configurations the planner judged on the estimator. */
+            estimates: number;
+            /**
+             * Format: double
+             * @description Algorithm 1's feasible start and its cost, for comparison.
+             */
+            initial_cost_per_hour: number;
+            nodes: components["schemas"]["PlannedNode"][];
+            /** @description What the planner assumed (unmeasured branches, ...). */
+            notes: string[];
+            /**
+             * Format: double
+             * @description The percentile the SLO holds for.
+             */
+            percentile: number;
+            /** Format: int64 */
+            planned_at_ms: number;
+            /**
+             * Format: double
+             * @description Time the planner took, ms.
+             */
+            planner_ms: number;
+            /**
+             * Format: double
+             * @description Estimated end-to-end latency at `percentile` on the planning trace (SIMULATED).
+             */
+            predicted_latency_ms: number;
+            /** Format: double */
+            predicted_p99_ms: number;
+            /** Format: double */
+            service_time_ms: number;
+            /** Format: double */
+            slo_ms: number;
+            trace: components["schemas"]["PlanTrace"];
+            /**
+             * @description The tuner's configuration for this plan (the planned traffic envelope, each node's
+             *     reach and throughput): kept with an applied plan so that a restarted controller tunes
+             *     the pipeline again.
+             */
+            tuner?: Record<string, never>;
+        };
+        /** @description The planning trace. */
+        PlanTrace: {
+            /** Format: double */
+            duration_s: number;
+            /** Format: double */
+            mean_rate_per_s: number;
+            queries: number;
+            /** @description `recorded`, `generated: SPEC` or `uploaded`. */
+            source: string;
+        };
+        /** @description One node of a plan. */
+        PlannedNode: {
+            /** Format: double */
+            accuracy: number;
+            /** Format: double */
+            branch_probability: number;
+            /** Format: double */
+            cost_per_hour: number;
+            /** @description `cpu` or `gpu`. */
+            hardware: string;
+            max_batch: number;
+            model: string;
+            name: string;
+            /**
+             * Format: double
+             * @description Estimated p99 of the node's own latency (queueing and processing), ms; null when the
+             *     estimator has none for the node.
+             */
+            predicted_p99_ms?: number | null;
+            /**
+             * Format: double
+             * @description Share of the pipeline's queries reaching the node.
+             */
+            reach: number;
+            replicas: number;
+            /** Format: double */
+            throughput_per_s: number;
+            variant: string;
         };
         /**
          * @description A variant the registration did not keep: another variant of the model on the same
@@ -1127,8 +1353,7 @@ export interface components {
             name: string;
             /** @description Output holding class scores or labels (automatic when absent). */
             output?: string | null;
-            /** @description `classification` (default). */
-            task?: string | null;
+            task?: null | components["schemas"]["ModelTask"];
             /**
              * Format: binary
              * @description NPZ with `x` (or `x.<input>` per input) and integer labels `y`.
@@ -1375,12 +1600,16 @@ export interface components {
             cpu_cores?: number | null;
             /**
              * Format: int32
-             * @description CPU workers of the simulated cluster (default: the live CPU workers).
+             * @description CPU workers of the simulated cluster (default: the live CPU workers, or 1 when the
+             *     cluster would otherwise have no worker). The cluster needs at least one worker:
+             *     `cpu_workers` 0 with `gpu_workers` 0 (given, or the live GPU workers when not given)
+             *     is refused with 422, naming both.
              */
             cpu_workers?: number | null;
             /**
              * Format: int32
-             * @description GPU workers of the simulated cluster (default: the live GPU workers).
+             * @description GPU workers of the simulated cluster (default: the live GPU workers). At least one
+             *     worker, CPU or GPU: with `cpu_workers` also 0 the run is refused with 422.
              */
             gpu_workers?: number | null;
             /**
@@ -3205,10 +3434,10 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        /** @description The pipeline document, JSON or YAML, at most 256 KiB (docs/pipelines.md) */
+        /** @description The pipeline document, JSON (this schema) or the same in YAML, at most 256 KiB (docs/pipelines.md) */
         requestBody: {
             content: {
-                "application/json": Record<string, never>;
+                "application/json": components["schemas"]["PipelineSpec"];
             };
         };
         responses: {
@@ -3220,7 +3449,7 @@ export interface operations {
                     "application/json": components["schemas"]["PipelineView"];
                 };
             };
-            /** @description Invalid document: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor) */
+            /** @description Invalid document: outside the schema (a missing `name`, an unknown `combine`, ...: the message names the field), or what the schema cannot say: a cycle, an unknown source, tensors that do not connect, a bad condition or SLO (the message names the node and the tensor) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3530,7 +3759,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["PlanReport"];
                 };
             };
             /** @description A bad generator or trace */
@@ -3882,7 +4111,7 @@ export interface operations {
                     "application/json": components["schemas"]["WhatIfRun"];
                 };
             };
-            /** @description A malformed body, an unknown or repeated policy, a bad generator spec, a CSV line that does not parse (the message names the line), an empty CSV trace, cluster sizes out of range */
+            /** @description A malformed body, an unknown or repeated policy, a bad generator spec, a CSV line that does not parse (the message names the line), an empty CSV trace, cluster sizes out of range (the message names the field) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3917,7 +4146,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description The trace names an application the tenant does not have or one without profiled variants; no traffic recorded; a generator that makes no query; a trace over `whatif.max_queries` (default 250,000) queries or `whatif.max_duration_s` (default 7,200 s) */
+            /** @description A simulated cluster without a worker (`cpu_workers` 0 and `gpu_workers` 0, given or the live GPU workers; the message names both); the trace names an application the tenant does not have or one without profiled variants; no traffic recorded; a generator that makes no query; a trace over `whatif.max_queries` (default 250,000) queries or `whatif.max_duration_s` (default 7,200 s) */
             422: {
                 headers: {
                     [name: string]: unknown;

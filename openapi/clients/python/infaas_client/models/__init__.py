@@ -5,8 +5,8 @@ from .app_detail import AppDetail
 from .app_forecast import AppForecast
 from .app_list import AppList
 from .app_summary import AppSummary
+from .combiner import Combiner
 from .create_key_request import CreateKeyRequest
-from .create_pipeline_body import CreatePipelineBody
 from .created_key import CreatedKey
 from .datatype import Datatype
 from .error_body import ErrorBody
@@ -27,19 +27,30 @@ from .latency_view import LatencyView
 from .loading_view import LoadingView
 from .me import Me
 from .model_list import ModelList
+from .model_task import ModelTask
 from .model_view import ModelView
 from .model_view_signature import ModelViewSignature
+from .node_condition import NodeCondition
 from .node_run_view import NodeRunView
+from .node_spec import NodeSpec
+from .node_spec_inputs import NodeSpecInputs
 from .pipeline_infer_response import PipelineInferResponse
 from .pipeline_infer_response_outputs_item import PipelineInferResponseOutputsItem
+from .pipeline_input import PipelineInput
+from .pipeline_input_datatype import PipelineInputDatatype
 from .pipeline_list import PipelineList
+from .pipeline_overload import PipelineOverload
+from .pipeline_slo import PipelineSlo
+from .pipeline_spec import PipelineSpec
+from .pipeline_spec_outputs import PipelineSpecOutputs
 from .pipeline_validation import PipelineValidation
 from .pipeline_view import PipelineView
-from .pipeline_view_plan_type_0 import PipelineViewPlanType0
-from .pipeline_view_spec import PipelineViewSpec
 from .pipeline_view_status_type_0 import PipelineViewStatusType0
 from .plan_body import PlanBody
-from .plan_pipeline_response_200 import PlanPipelineResponse200
+from .plan_report import PlanReport
+from .plan_report_tuner import PlanReportTuner
+from .plan_trace import PlanTrace
+from .planned_node import PlannedNode
 from .pruned_variant_view import PrunedVariantView
 from .quota_view import QuotaView
 from .readiness import Readiness
@@ -77,9 +88,9 @@ __all__ = (
     "AppForecast",
     "AppList",
     "AppSummary",
+    "Combiner",
     "CreatedKey",
     "CreateKeyRequest",
-    "CreatePipelineBody",
     "Datatype",
     "ErrorBody",
     "FileList",
@@ -99,19 +110,30 @@ __all__ = (
     "LoadingView",
     "Me",
     "ModelList",
+    "ModelTask",
     "ModelView",
     "ModelViewSignature",
+    "NodeCondition",
     "NodeRunView",
+    "NodeSpec",
+    "NodeSpecInputs",
     "PipelineInferResponse",
     "PipelineInferResponseOutputsItem",
+    "PipelineInput",
+    "PipelineInputDatatype",
     "PipelineList",
+    "PipelineOverload",
+    "PipelineSlo",
+    "PipelineSpec",
+    "PipelineSpecOutputs",
     "PipelineValidation",
     "PipelineView",
-    "PipelineViewPlanType0",
-    "PipelineViewSpec",
     "PipelineViewStatusType0",
     "PlanBody",
-    "PlanPipelineResponse200",
+    "PlannedNode",
+    "PlanReport",
+    "PlanReportTuner",
+    "PlanTrace",
     "PrunedVariantView",
     "QuotaView",
     "Readiness",

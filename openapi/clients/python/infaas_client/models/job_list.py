@@ -15,7 +15,8 @@ T = TypeVar("T", bound="JobList")
 
 @_attrs_define
 class JobList:
-    """
+    """The tenant's jobs, newest first.
+
     Attributes:
         jobs (list[JobView]):
     """

@@ -9,10 +9,10 @@ from attrs import field as _attrs_field
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.pipeline_spec import PipelineSpec
     from ..models.pipeline_validation import PipelineValidation
-    from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0
-    from ..models.pipeline_view_spec import PipelineViewSpec
     from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0
+    from ..models.plan_report import PlanReport
 
 
 T = TypeVar("T", bound="PipelineView")
@@ -25,44 +25,40 @@ class PipelineView:
     Attributes:
         created_at_ms (int):
         name (str):
-        plan (None | PipelineViewPlanType0): The applied plan, if any (see `POST /v1/pipelines/{name}/plan`).
         queries_last_minute (int): Queries of the last minute on this controller.
-        spec (PipelineViewSpec): The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-            `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
+        spec (PipelineSpec): A pipeline document as registered (`POST /v1/pipelines`, JSON or YAML). Beyond what the
+            fields say, the server checks (400, naming the node and the tensor): names unique among
+            inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+            cycle; outputs that every row gets; tensors that connect to the nodes' models.
         status (None | PipelineViewStatusType0): Live figures (`GET /v1/pipelines/{name}` only): per node its planned
             and last variant,
             replicas, queued rows, p99 over the last minute, measured branch probability and cost
             per hour; the end-to-end p99 and SLO attainment per second (this controller).
         updated_at_ms (int):
         description (None | str | Unset):
+        plan (None | PlanReport | Unset):
         validation (None | PipelineValidation | Unset):
     """
 
     created_at_ms: int
     name: str
-    plan: None | PipelineViewPlanType0
     queries_last_minute: int
-    spec: PipelineViewSpec
+    spec: PipelineSpec
     status: None | PipelineViewStatusType0
     updated_at_ms: int
     description: None | str | Unset = UNSET
+    plan: None | PlanReport | Unset = UNSET
     validation: None | PipelineValidation | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         from ..models.pipeline_validation import PipelineValidation  # noqa: PLC0415
-        from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0  # noqa: PLC0415
         from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0  # noqa: PLC0415
+        from ..models.plan_report import PlanReport  # noqa: PLC0415
 
         created_at_ms = self.created_at_ms
 
         name = self.name
-
-        plan: dict[str, Any] | None
-        if isinstance(self.plan, PipelineViewPlanType0):
-            plan = self.plan.to_dict()
-        else:
-            plan = self.plan
 
         queries_last_minute = self.queries_last_minute
 
@@ -82,6 +78,14 @@ class PipelineView:
         else:
             description = self.description
 
+        plan: dict[str, Any] | None | Unset
+        if isinstance(self.plan, Unset):
+            plan = UNSET
+        elif isinstance(self.plan, PlanReport):
+            plan = self.plan.to_dict()
+        else:
+            plan = self.plan
+
         validation: dict[str, Any] | None | Unset
         if isinstance(self.validation, Unset):
             validation = UNSET
@@ -96,7 +100,6 @@ class PipelineView:
             {
                 "created_at_ms": created_at_ms,
                 "name": name,
-                "plan": plan,
                 "queries_last_minute": queries_last_minute,
                 "spec": spec,
                 "status": status,
@@ -105,6 +108,8 @@ class PipelineView:
         )
         if description is not UNSET:
             field_dict["description"] = description
+        if plan is not UNSET:
+            field_dict["plan"] = plan
         if validation is not UNSET:
             field_dict["validation"] = validation
 
@@ -112,34 +117,19 @@ class PipelineView:
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.pipeline_spec import PipelineSpec  # noqa: PLC0415
         from ..models.pipeline_validation import PipelineValidation  # noqa: PLC0415
-        from ..models.pipeline_view_plan_type_0 import PipelineViewPlanType0  # noqa: PLC0415
-        from ..models.pipeline_view_spec import PipelineViewSpec  # noqa: PLC0415
         from ..models.pipeline_view_status_type_0 import PipelineViewStatusType0  # noqa: PLC0415
+        from ..models.plan_report import PlanReport  # noqa: PLC0415
 
         d = dict(src_dict)
         created_at_ms = d.pop("created_at_ms")
 
         name = d.pop("name")
 
-        def _parse_plan(data: object) -> None | PipelineViewPlanType0:
-            if data is None:
-                return data
-            try:
-                if not isinstance(data, dict):
-                    raise TypeError()
-                plan_type_0 = PipelineViewPlanType0.from_dict(data)
-
-                return plan_type_0
-            except (TypeError, ValueError, AttributeError, KeyError):
-                pass
-            return cast(None | PipelineViewPlanType0, data)
-
-        plan = _parse_plan(d.pop("plan"))
-
         queries_last_minute = d.pop("queries_last_minute")
 
-        spec = PipelineViewSpec.from_dict(d.pop("spec"))
+        spec = PipelineSpec.from_dict(d.pop("spec"))
 
         def _parse_status(data: object) -> None | PipelineViewStatusType0:
             if data is None:
@@ -167,6 +157,23 @@ class PipelineView:
 
         description = _parse_description(d.pop("description", UNSET))
 
+        def _parse_plan(data: object) -> None | PlanReport | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                plan_type_1 = PlanReport.from_dict(data)
+
+                return plan_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(None | PlanReport | Unset, data)
+
+        plan = _parse_plan(d.pop("plan", UNSET))
+
         def _parse_validation(data: object) -> None | PipelineValidation | Unset:
             if data is None:
                 return data
@@ -187,12 +194,12 @@ class PipelineView:
         pipeline_view = cls(
             created_at_ms=created_at_ms,
             name=name,
-            plan=plan,
             queries_last_minute=queries_last_minute,
             spec=spec,
             status=status,
             updated_at_ms=updated_at_ms,
             description=description,
+            plan=plan,
             validation=validation,
         )
 

@@ -8,6 +8,7 @@ from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
 from .. import types
+from ..models.model_task import ModelTask
 from ..types import UNSET, File, Unset
 
 T = TypeVar("T", bound="RegisterForm")
@@ -27,7 +28,7 @@ class RegisterForm:
             empty.
         max_batch (int | None | Unset): Largest batch the model may be given.
         output (None | str | Unset): Output holding class scores or labels (automatic when absent).
-        task (None | str | Unset): `classification` (default).
+        task (ModelTask | None | Unset):
     """
 
     app: str
@@ -38,7 +39,7 @@ class RegisterForm:
     label_names: None | str | Unset = UNSET
     max_batch: int | None | Unset = UNSET
     output: None | str | Unset = UNSET
-    task: None | str | Unset = UNSET
+    task: ModelTask | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,6 +78,8 @@ class RegisterForm:
         task: None | str | Unset
         if isinstance(self.task, Unset):
             task = UNSET
+        elif isinstance(self.task, ModelTask):
+            task = self.task.value
         else:
             task = self.task
 
@@ -139,10 +142,10 @@ class RegisterForm:
                 files.append(("output", (None, str(self.output).encode(), "text/plain")))
 
         if not isinstance(self.task, Unset):
-            if isinstance(self.task, str):
+            if self.task is None:
                 files.append(("task", (None, str(self.task).encode(), "text/plain")))
             else:
-                files.append(("task", (None, str(self.task).encode(), "text/plain")))
+                files.append(("task", (None, str(self.task.value).encode(), "text/plain")))
 
         for prop_name, prop in self.additional_properties.items():
             files.append((prop_name, (None, str(prop).encode(), "text/plain")))
@@ -196,12 +199,20 @@ class RegisterForm:
 
         output = _parse_output(d.pop("output", UNSET))
 
-        def _parse_task(data: object) -> None | str | Unset:
+        def _parse_task(data: object) -> ModelTask | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
                 return data
-            return cast(None | str | Unset, data)
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                task_type_1 = ModelTask(data)
+
+                return task_type_1
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ModelTask | None | Unset, data)
 
         task = _parse_task(d.pop("task", UNSET))
 

@@ -28,8 +28,14 @@ class WhatIfRequest:
         cpu_cores (int | None | Unset): Cores (intra-op threads) a simulated worker offers (default: the most cores of a
             live
             worker).
-        cpu_workers (int | None | Unset): CPU workers of the simulated cluster (default: the live CPU workers).
-        gpu_workers (int | None | Unset): GPU workers of the simulated cluster (default: the live GPU workers).
+        cpu_workers (int | None | Unset): CPU workers of the simulated cluster (default: the live CPU workers, or 1 when
+            the
+            cluster would otherwise have no worker). The cluster needs at least one worker:
+            `cpu_workers` 0 with `gpu_workers` 0 (given, or the live GPU workers when not given)
+            is refused with 422, naming both.
+        gpu_workers (int | None | Unset): GPU workers of the simulated cluster (default: the live GPU workers). At least
+            one
+            worker, CPU or GPU: with `cpu_workers` also 0 the run is refused with 422.
         max_cpu_workers (int | None | Unset): Most CPU workers the platform's worker autoscaler may run in the
             simulation (default:
             `cpu_workers`, none is added); workers it adds take `worker_start_s` to join.

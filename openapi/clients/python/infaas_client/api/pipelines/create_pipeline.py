@@ -5,15 +5,15 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
-from ...models.create_pipeline_body import CreatePipelineBody
 from ...models.error_body import ErrorBody
+from ...models.pipeline_spec import PipelineSpec
 from ...models.pipeline_view import PipelineView
 from ...types import Response
 
 
 def _get_kwargs(
     *,
-    body: CreatePipelineBody,
+    body: PipelineSpec,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
 
@@ -93,13 +93,17 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-    body: CreatePipelineBody,
+    body: PipelineSpec,
 ) -> Response[ErrorBody | PipelineView]:
     """Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
     against the registry; an error names the node and the tensor.
 
     Args:
-        body (CreatePipelineBody):
+        body (PipelineSpec): A pipeline document as registered (`POST /v1/pipelines`, JSON or
+            YAML). Beyond what the
+            fields say, the server checks (400, naming the node and the tensor): names unique among
+            inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+            cycle; outputs that every row gets; tensors that connect to the nodes' models.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -123,13 +127,17 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-    body: CreatePipelineBody,
+    body: PipelineSpec,
 ) -> ErrorBody | PipelineView | None:
     """Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
     against the registry; an error names the node and the tensor.
 
     Args:
-        body (CreatePipelineBody):
+        body (PipelineSpec): A pipeline document as registered (`POST /v1/pipelines`, JSON or
+            YAML). Beyond what the
+            fields say, the server checks (400, naming the node and the tensor): names unique among
+            inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+            cycle; outputs that every row gets; tensors that connect to the nodes' models.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -148,13 +156,17 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-    body: CreatePipelineBody,
+    body: PipelineSpec,
 ) -> Response[ErrorBody | PipelineView]:
     """Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
     against the registry; an error names the node and the tensor.
 
     Args:
-        body (CreatePipelineBody):
+        body (PipelineSpec): A pipeline document as registered (`POST /v1/pipelines`, JSON or
+            YAML). Beyond what the
+            fields say, the server checks (400, naming the node and the tensor): names unique among
+            inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+            cycle; outputs that every row gets; tensors that connect to the nodes' models.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -176,13 +188,17 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-    body: CreatePipelineBody,
+    body: PipelineSpec,
 ) -> ErrorBody | PipelineView | None:
     """Registers a pipeline (a JSON or YAML document). Every node, tensor and condition is checked
     against the registry; an error names the node and the tensor.
 
     Args:
-        body (CreatePipelineBody):
+        body (PipelineSpec): A pipeline document as registered (`POST /v1/pipelines`, JSON or
+            YAML). Beyond what the
+            fields say, the server checks (400, naming the node and the tensor): names unique among
+            inputs and nodes; every source a pipeline input or `"node.output"` of another node; no
+            cycle; outputs that every row gets; tensors that connect to the nodes' models.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

@@ -8,7 +8,7 @@ from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.error_body import ErrorBody
 from ...models.plan_body import PlanBody
-from ...models.plan_pipeline_response_200 import PlanPipelineResponse200
+from ...models.plan_report import PlanReport
 from ...types import Response
 
 
@@ -34,11 +34,9 @@ def _get_kwargs(
     return _kwargs
 
 
-def _parse_response(
-    *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> ErrorBody | PlanPipelineResponse200 | None:
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> ErrorBody | PlanReport | None:
     if response.status_code == 200:
-        response_200 = PlanPipelineResponse200.from_dict(response.json())
+        response_200 = PlanReport.from_dict(response.json())
 
         return response_200
 
@@ -90,7 +88,7 @@ def _parse_response(
 
 def _build_response(
     *, client: AuthenticatedClient | Client, response: httpx.Response
-) -> Response[ErrorBody | PlanPipelineResponse200]:
+) -> Response[ErrorBody | PlanReport]:
     return Response(
         status_code=HTTPStatus(response.status_code),
         content=response.content,
@@ -104,7 +102,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: PlanBody,
-) -> Response[ErrorBody | PlanPipelineResponse200]:
+) -> Response[ErrorBody | PlanReport]:
     """Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
     that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
     the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
@@ -119,7 +117,7 @@ def sync_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | PlanPipelineResponse200]
+        Response[ErrorBody | PlanReport]
     """
 
     kwargs = _get_kwargs(
@@ -139,7 +137,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: PlanBody,
-) -> ErrorBody | PlanPipelineResponse200 | None:
+) -> ErrorBody | PlanReport | None:
     """Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
     that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
     the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
@@ -154,7 +152,7 @@ def sync(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | PlanPipelineResponse200
+        ErrorBody | PlanReport
     """
 
     return sync_detailed(
@@ -169,7 +167,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: PlanBody,
-) -> Response[ErrorBody | PlanPipelineResponse200]:
+) -> Response[ErrorBody | PlanReport]:
     """Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
     that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
     the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
@@ -184,7 +182,7 @@ async def asyncio_detailed(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        Response[ErrorBody | PlanPipelineResponse200]
+        Response[ErrorBody | PlanReport]
     """
 
     kwargs = _get_kwargs(
@@ -202,7 +200,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: PlanBody,
-) -> ErrorBody | PlanPipelineResponse200 | None:
+) -> ErrorBody | PlanReport | None:
     """Plans the pipeline with InferLine's planner: per node the variant, max batch and replicas
     that meet the end-to-end SLO percentile on the planning trace at least cost, judged by
     the simulator (SIMULATED estimator). Without `generate` or `trace_csv`, the trace is the
@@ -217,7 +215,7 @@ async def asyncio(
         httpx.TimeoutException: If the request takes longer than Client.timeout.
 
     Returns:
-        ErrorBody | PlanPipelineResponse200
+        ErrorBody | PlanReport
     """
 
     return (

@@ -6,11 +6,17 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-T = TypeVar("T", bound="PlanPipelineResponse200")
+T = TypeVar("T", bound="PlanReportTuner")
 
 
 @_attrs_define
-class PlanPipelineResponse200:
+class PlanReportTuner:
+    """The tuner's configuration for this plan (the planned traffic envelope, each node's
+    reach and throughput): kept with an applied plan so that a restarted controller tunes
+    the pipeline again.
+
+    """
+
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -23,10 +29,10 @@ class PlanPipelineResponse200:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
-        plan_pipeline_response_200 = cls()
+        plan_report_tuner = cls()
 
-        plan_pipeline_response_200.additional_properties = d
-        return plan_pipeline_response_200
+        plan_report_tuner.additional_properties = d
+        return plan_report_tuner
 
     @property
     def additional_keys(self) -> list[str]:

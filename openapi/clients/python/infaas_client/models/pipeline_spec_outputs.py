@@ -6,14 +6,17 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-T = TypeVar("T", bound="PipelineViewPlanType0")
+T = TypeVar("T", bound="PipelineSpecOutputs")
 
 
 @_attrs_define
-class PipelineViewPlanType0:
-    """The applied plan, if any (see `POST /v1/pipelines/{name}/plan`)."""
+class PipelineSpecOutputs:
+    """Tensors the answer carries, at least one: output name -> source (`"node.output"`; a
+    combine node's only output is `"node.output"` too).
 
-    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+    """
+
+    additional_properties: dict[str, str] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
 
@@ -25,19 +28,19 @@ class PipelineViewPlanType0:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
-        pipeline_view_plan_type_0 = cls()
+        pipeline_spec_outputs = cls()
 
-        pipeline_view_plan_type_0.additional_properties = d
-        return pipeline_view_plan_type_0
+        pipeline_spec_outputs.additional_properties = d
+        return pipeline_spec_outputs
 
     @property
     def additional_keys(self) -> list[str]:
         return list(self.additional_properties.keys())
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> str:
         return self.additional_properties[key]
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: str) -> None:
         self.additional_properties[key] = value
 
     def __delitem__(self, key: str) -> None:

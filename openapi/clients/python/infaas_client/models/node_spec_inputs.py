@@ -6,17 +6,17 @@ from typing import Any, TypeVar
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
 
-T = TypeVar("T", bound="PipelineViewSpec")
+T = TypeVar("T", bound="NodeSpecInputs")
 
 
 @_attrs_define
-class PipelineViewSpec:
-    """The registered document: `inputs`, `nodes` (each `app`, `model` or `combine`, with
-    `inputs` or `from`, and an optional `when`), `outputs` and `slo` (docs/pipelines.md).
+class NodeSpecInputs:
+    """The model's input name -> source (a request input's name or `"node.output"`). A model
+    with one input may omit the map when the request has one input.
 
     """
 
-    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+    additional_properties: dict[str, str] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
 
@@ -28,19 +28,19 @@ class PipelineViewSpec:
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
-        pipeline_view_spec = cls()
+        node_spec_inputs = cls()
 
-        pipeline_view_spec.additional_properties = d
-        return pipeline_view_spec
+        node_spec_inputs.additional_properties = d
+        return node_spec_inputs
 
     @property
     def additional_keys(self) -> list[str]:
         return list(self.additional_properties.keys())
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> str:
         return self.additional_properties[key]
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: str) -> None:
         self.additional_properties[key] = value
 
     def __delitem__(self, key: str) -> None:

@@ -1,0 +1,16 @@
+from enum import StrEnum
+
+
+class PipelineInputDatatype(StrEnum):
+    BOOL = "BOOL"
+    BYTES = "BYTES"
+    FP32 = "FP32"
+    FP64 = "FP64"
+    INT16 = "INT16"
+    INT32 = "INT32"
+    INT64 = "INT64"
+    INT8 = "INT8"
+    UINT8 = "UINT8"
+
+    def __str__(self) -> str:
+        return str(self.value)
