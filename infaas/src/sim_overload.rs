@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use infaas_scheduler::loki::LokiSettings;
+use infaas_scheduler::loki::{LokiSettings, ManagerSettings};
 use infaas_sim::catalogue::read_proteus;
 use infaas_sim::overload::{
     evaluate, loki_problem, overload_pipeline, overload_pipelines, step_arrivals, trace_arrivals,
@@ -81,13 +81,13 @@ pub struct SimOverloadArgs {
     /// Seconds of each steady run of the capacity search (0: no capacity search).
     #[arg(long, default_value_t = 30.0)]
     capacity_s: f64,
-    /// Re-planning period, s.
-    #[arg(long, default_value_t = 10.0)]
-    replan_s: f64,
+    /// Re-planning period, s (default: the controller's, 10).
+    #[arg(long)]
+    replan_s: Option<f64>,
     /// Re-plan only every --replan-s: no re-plan on a significant change of demand between
     /// periods (by default every policy checks every second whether the last 2 s of arrivals
-    /// exceed the planned-for estimate by 25% or fall 40% below it, and re-plans at once,
-    /// the plan taking effect 0.5 s later).
+    /// exceed the demand planned for by 25% or fall below half of it, and re-plans at once,
+    /// the plan taking effect 0.5 s later; the controller's resource manager, ManagerSettings).
     #[arg(long)]
     no_replan_on_change: bool,
     /// An experiment beyond Loki: the frontend drops what a loki plan does not carry (its
@@ -229,8 +229,8 @@ fn print_table(e: &OverloadEval, settings: &OverloadSettings) {
     }
     println!(
         "  (capacity: largest steady Poisson demand with <= 1% SLO violations; cap13: the same keeping >= 87% relative accuracy; acc: mean accuracy of the queries answered within the SLO, relative to the most accurate variants; viol: (late + dropped) / queries; chg: re-plans on a change of demand; re-planning every {} s{}; {} plans in {:.1} s, {:.1} s in all)",
-        settings.replan_s,
-        if settings.replan_on_change {
+        settings.manager.period_s,
+        if settings.manager.replan_on_change {
             " and on a change of demand"
         } else {
             " only"
@@ -264,7 +264,8 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
         .ok()
         .filter(|s: &[f64; 3]| s.iter().all(|x| x.is_finite() && *x >= 0.0))
         .context("--step-s takes three non-negative durations, e.g. 60,120,60")?;
-    if !(args.replan_s > 0.0 && args.peak > 0.0) {
+    let period_s = args.replan_s.unwrap_or(ManagerSettings::default().period_s);
+    if !(period_s > 0.0 && args.peak > 0.0) {
         anyhow::bail!("--replan-s and --peak must be positive");
     }
     let workers = workers(&args.workers)?;
@@ -280,8 +281,11 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
             time_limit: Duration::from_millis(args.time_limit_ms.max(1)),
             ..LokiSettings::default()
         },
-        replan_s: args.replan_s,
-        replan_on_change: !args.no_replan_on_change,
+        manager: ManagerSettings {
+            period_s,
+            replan_on_change: !args.no_replan_on_change,
+            ..ManagerSettings::default()
+        },
         seed: args.seed,
         step_s,
         step_high: args.peak,

@@ -7,9 +7,10 @@
 //! - [`forecast`]: load prediction (exponential-smoothing forecasters, their errors, model
 //!   selection).
 //! - [`milp`]: the one door to the MILP solvers (CBC by default, HiGHS as a feature).
-//! - [`loki`]: Loki's resource manager (hardware then accuracy scaling, MILPs with a bounded-time
-//!   greedy fallback), MostAccurateFirst routing and early dropping with opportunistic
-//!   rerouting, for pipelines whose tasks trade accuracy for throughput.
+//! - [`loki`]: Loki's resource manager (its loop: when to plan and for what demand, the
+//!   controller's and the simulator's; hardware then accuracy scaling, MILPs with a
+//!   bounded-time greedy fallback), MostAccurateFirst routing and early dropping with
+//!   opportunistic rerouting, for pipelines whose tasks trade accuracy for throughput.
 //! - [`offline`]: which variant and worker an offline job uses, and when it may run.
 //! - [`prune`]: which generated variants a registration keeps (dominated ones are pruned).
 //! - [`pipeline`]: pipelines of models: InferLine's planner (options, batch sizes and replicas

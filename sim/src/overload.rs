@@ -11,22 +11,24 @@
 //! ([`WORKERS`]: 8 CPU, 6 GPU Pascal, 6 GPU Ampere workers; an instance takes one worker of its
 //! variant's pool).
 //!
-//! **The simulator** ([`Overload::run`]) is a discrete-event simulation. Every
-//! [`OverloadSettings::replan_s`] (10 s, Loki §4.2) the resource manager estimates the demand
-//! as an exponentially weighted moving average (weight 0.7 on the last period) of the arrival
-//! rate and asks the policy for a plan: per task, placements (a variant's instances, its batch
-//! and latency budget) and routing tables. Between periods it re-plans on a significant change
-//! of demand (Loki §4.2, [`OverloadSettings::replan_on_change`], every policy alike): every
-//! second the arrival rate of the last 2 s is compared with the estimate the current plan was
-//! made for, and beyond +25% / -40% of it a plan for that rate takes effect 0.5 s later (a
-//! fixed stand-in for the solve) and the period restarts from it. Plans are made for the estimate over a target
-//! utilisation ([`OverloadSettings::utilisation`], 0.85) and the routing tables are
-//! MostAccurateFirst over the placements with their capacities derated to it (Algorithm 1
-//! fills the most accurate placements to 100% of their full-batch throughput, where a batched
-//! queue fed by Poisson arrivals never drains); every policy gets the same treatment. A query
-//! arriving at the root draws which branches of the tree it takes (each child with its branch
-//! probability) and, per task, a placement from the routing tables (per upstream placement).
-//! The policy's [`DropPolicy`] decides ([`on_arrival`]: proceed, reroute to an alternative
+//! **The simulator** ([`Overload::run`]) is a discrete-event simulation. The resource
+//! manager's loop is the controller's: [`Manager`] with [`OverloadSettings::manager`]
+//! ([`ManagerSettings::default`], the controller's settings), fed the arrivals of every
+//! 1-s tick of simulated time. It decides when to plan and for what demand: every period
+//! (10 s, Loki §4.2) for its demand estimate (an exponentially weighted moving average of the
+//! per-tick rate, or the last period's mean rate when higher), and at once on a significant
+//! change of demand (Loki §4.2, every policy alike): the rate of the last 2 s more than 25%
+//! above the demand the plan in force was made for or below half of it (a full window after
+//! that plan), for that recent rate, the period restarting from it. A periodic plan takes
+//! effect at once; a change-triggered one [`OverloadSettings::change_delay_s`] (0.5 s) later (a
+//! fixed stand-in for the solve; a later decision supersedes one still pending). Plans are made
+//! for the demand over the manager's target utilisation ([`ManagerSettings::utilisation`],
+//! 0.6) and the routing tables are MostAccurateFirst over the placements with their
+//! capacities derated to it (Algorithm 1 fills the most accurate placements to 100% of their
+//! full-batch throughput, where a batched queue fed by Poisson arrivals never drains); every
+//! policy gets the same treatment. A query arriving at the root draws which branches of the
+//! tree it takes (each child with its branch probability) and, per task, a placement from the
+//! routing tables (per upstream placement). The policy's [`DropPolicy`] decides ([`on_arrival`]: proceed, reroute to an alternative
 //! with spare capacity, or drop) when a request is about to be forwarded to a task, and, for
 //! reroute-then-drop and last-task dropping (the policies that judge the time left against the
 //! budgets ahead), again when an instance takes it from the queue (the request is then in
@@ -74,10 +76,11 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use infaas_scheduler::loki::manager::Cause;
 use infaas_scheduler::loki::{
     accuracy_scaling, allocate, alternatives, hardware_scaling, most_accurate_first, on_arrival,
     Allocation, Alternative, Arrival, Decision, DropPolicy, Hop, LokiError, LokiProblem,
-    LokiSettings, Placement, ReplanRule, RoutingTables, SolveStatus, Spent,
+    LokiSettings, Manager, ManagerSettings, Placement, Replan, RoutingTables, SolveStatus, Spent,
 };
 use infaas_scheduler::pipeline::PlanNode;
 use serde::Serialize;
@@ -322,9 +325,11 @@ pub struct Plan {
 /// How a run estimates the demand it plans for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Estimate {
-    /// Loki's: an EWMA of the arrival rate of each re-planning period, starting from this rate.
+    /// The resource manager's ([`Manager`]), starting as if the demand had been this rate for a
+    /// period.
     Ewma { initial_qps: f64 },
-    /// The true steady demand, known in advance (the capacity search).
+    /// The true steady demand, known in advance (the capacity search): planned once, never
+    /// again.
     Fixed(f64),
 }
 
@@ -334,34 +339,15 @@ pub struct OverloadSettings {
     pub slo_ms: f64,
     pub workers: BTreeMap<String, usize>,
     pub loki: LokiSettings,
-    /// Re-planning period, s.
-    pub replan_s: f64,
-    /// Weight of the latest period's rate in the demand's EWMA.
-    pub ewma_alpha: f64,
-    /// Loki §4.2's re-plan on a significant change of demand between periodic invocations
-    /// (every policy that re-plans, EWMA estimates only): every [`Self::change_check_s`] the
-    /// arrival rate of the last [`Self::change_window_s`] is compared with the estimate the
-    /// current plan was made for; above it by more than [`Self::change_up`] or below it by more
-    /// than [`Self::change_down`], a plan is made at once for that rate, takes effect
-    /// [`Self::change_delay_s`] later, and the periodic re-planning restarts from it.
-    pub replan_on_change: bool,
-    /// Period of the change check, s.
-    pub change_check_s: f64,
-    /// The window of the recent arrival rate the check compares, s.
-    pub change_window_s: f64,
-    /// Relative rise of the recent rate over the planned-for estimate that triggers a re-plan.
-    pub change_up: f64,
-    /// Relative fall of the recent rate below it that triggers a re-plan.
-    pub change_down: f64,
+    /// The resource manager's loop: the controller's settings ([`ManagerSettings::default`]);
+    /// `--replan-s` sets its [`ManagerSettings::period_s`] and `--no-replan-on-change` its
+    /// [`ManagerSettings::replan_on_change`].
+    pub manager: ManagerSettings,
     /// Delay before a change-triggered plan takes effect, s: a fixed stand-in for the MILP's
     /// solve (about 300 ms in Loki; its measured time here depends on the machine and is zero
     /// for a cached plan, so a fixed delay keeps runs comparable). Periodic plans take effect
-    /// at once, as before.
+    /// at once.
     pub change_delay_s: f64,
-    /// Target utilisation of a placement: plans are made for the estimate divided by it, and
-    /// the routing tables fill each placement up to this fraction of its capacity (a batched
-    /// queue fed at 100% of its full-batch throughput never drains).
-    pub utilisation: f64,
     pub seed: u64,
     /// The step overload: seconds at `step_low`, at `step_high`, and at `step_low` again.
     pub step_s: [f64; 3],
@@ -394,15 +380,8 @@ impl Default for OverloadSettings {
             slo_ms: SLO_MS,
             workers: default_workers(),
             loki: LokiSettings::default(),
-            replan_s: 10.0,
-            ewma_alpha: 0.7,
-            replan_on_change: true,
-            change_check_s: 1.0,
-            change_window_s: 2.0,
-            change_up: 0.25,
-            change_down: 0.40,
+            manager: ManagerSettings::default(),
             change_delay_s: 0.5,
-            utilisation: 0.85,
             seed: 1,
             step_s: [60.0, 120.0, 60.0],
             step_low: 0.8,
@@ -595,12 +574,13 @@ impl Overload {
         Ok(out)
     }
 
-    /// The plan of `policy` for an estimated demand: made for the estimate over
-    /// [`OverloadSettings::utilisation`] (cached per demand bucket of 2%: planned for the
-    /// bucket's top), routed with the placements derated to it.
+    /// The plan of `policy` for an estimated demand: made for the estimate over the manager's
+    /// target utilisation ([`ManagerSettings::plan_qps`]; cached per demand bucket of 2%:
+    /// planned for the bucket's top), routed with the placements derated to it.
     pub fn plan(&mut self, policy: Policy, estimate_qps: f64) -> Result<Rc<Plan>, OverloadError> {
-        let u = self.settings.utilisation.clamp(0.05, 1.0);
-        let bucket = ((estimate_qps / u).max(1e-3).ln() / BUCKET.ln()).ceil() as i64;
+        let u = self.settings.manager.utilisation_target();
+        let planned = self.settings.manager.plan_qps(estimate_qps);
+        let bucket = (planned.ln() / BUCKET.ln()).ceil() as i64;
         let key = (policy.class(), bucket);
         if let Some(p) = self.cache.get(&key) {
             return Ok(p.clone());
@@ -673,50 +653,56 @@ impl Overload {
         if arrivals_ms.is_empty() {
             return Err(OverloadError::EmptyWorkload);
         }
-        let first = match estimate {
-            Estimate::Ewma { initial_qps } => initial_qps,
-            Estimate::Fixed(d) => d,
+        // The resource manager's loop (EWMA estimates only: a fixed estimate is the true
+        // demand, planned once).
+        let (mut manager, first) = match estimate {
+            Estimate::Ewma { initial_qps } => {
+                let (m, r) = Manager::start_at_rate(self.settings.manager, 0.0, initial_qps);
+                (Some(m), r)
+            }
+            Estimate::Fixed(d) => (
+                None,
+                Replan {
+                    at_s: 0.0,
+                    cause: Cause::Start,
+                    estimate_qps: d,
+                    demand_qps: d,
+                    plan_qps: self.settings.manager.plan_qps(d),
+                },
+            ),
         };
-        let plan = self.plan(policy, first)?;
+        let plan = self.plan(policy, first.demand_qps)?;
         let mut sim = Sim::new(self, policy, plan);
-        sim.set_admission(&self.settings, first);
-        let period_ms = self.settings.replan_s * 1e3;
-        let mut next_replan = period_ms;
-        let mut est = first;
-        let mut window = 0usize;
-        let mut i = 0usize;
-        let mut last_t = 0.0;
-        // Re-planning on a change of demand (EWMA estimates only: a fixed estimate is the
-        // true demand already).
-        let set = &self.settings;
-        let on_change = set.replan_on_change
-            && matches!(estimate, Estimate::Ewma { .. })
-            && set.change_check_s > 0.0
-            && set.change_window_s > 0.0;
-        let check_ms = set.change_check_s * 1e3;
-        let change_window_ms = set.change_window_s * 1e3;
-        let delay_ms = set.change_delay_s.max(0.0) * 1e3;
-        let rule = ReplanRule {
-            up: set.change_up,
-            down: set.change_down,
-            min_change_qps: 0.0,
-        };
-        let mut next_check = if on_change {
-            check_ms.max(change_window_ms)
+        sim.set_admission(&self.settings, first.demand_qps);
+        sim.stats.decisions.push(first);
+        let tick_ms = self.settings.manager.tick_s * 1e3;
+        let tick_ms = if tick_ms > 0.0 && tick_ms.is_finite() {
+            tick_ms
         } else {
-            f64::INFINITY
+            1e3
         };
-        // The estimate the current (or pending) plan was made for.
-        let mut planned_for = first;
+        // Ticks so far, and the arrivals of the current one.
+        let mut ticks = 0u64;
+        let mut tick_arrivals = 0usize;
+        let managed = manager.is_some();
+        let next_tick = |ticks: u64| {
+            if managed {
+                (ticks + 1) as f64 * tick_ms
+            } else {
+                f64::INFINITY
+            }
+        };
+        let delay_ms = self.settings.change_delay_s.max(0.0) * 1e3;
         // A change-triggered plan and when it takes effect.
         let mut pending: Option<(f64, Rc<Plan>, f64)> = None;
-        // First arrival of the change window.
-        let mut recent_from = 0usize;
+        let mut i = 0usize;
+        let mut last_t = 0.0;
         loop {
             let t_event = sim.events.peek().map(|e| e.at);
             let t_arrival = arrivals_ms.get(i).copied();
             let t_pending = pending.as_ref().map_or(f64::INFINITY, |p| p.0);
-            let t_ctrl = next_replan.min(next_check).min(t_pending);
+            let t_tick = next_tick(ticks);
+            let t_ctrl = t_tick.min(t_pending);
             let ctrl_due = t_arrival.is_some_and(|a| a >= t_ctrl);
             if ctrl_due && t_event.is_none_or(|e| e >= t_ctrl) {
                 if t_pending <= t_ctrl {
@@ -727,41 +713,26 @@ impl Overload {
                     last_t = at;
                     sim.replan(plan, at, &self.problem);
                     sim.set_admission(&self.settings, for_qps);
-                } else if next_replan <= t_ctrl {
-                    let rate = window as f64 / self.settings.replan_s;
-                    window = 0;
-                    if let Estimate::Ewma { .. } = estimate {
-                        est = self.settings.ewma_alpha * rate
-                            + (1.0 - self.settings.ewma_alpha) * est;
-                    }
-                    sim.workers_ms += sim.plan.workers as f64 * (next_replan - last_t);
-                    last_t = next_replan;
-                    let plan = self.plan(policy, est)?;
-                    sim.replan(plan, next_replan, &self.problem);
-                    sim.set_admission(&self.settings, est);
-                    planned_for = est;
-                    next_replan += period_ms;
-                } else {
-                    let now = next_check;
-                    next_check += check_ms;
-                    // One solve at a time: no check while a plan is being made.
-                    if pending.is_none() {
-                        let from = now - change_window_ms;
-                        while recent_from < i && arrivals_ms[recent_from] < from {
-                            recent_from += 1;
-                        }
-                        let recent = (i - recent_from) as f64 / self.settings.change_window_s;
-                        if rule.changed(recent, planned_for) {
-                            sim.stats.change_replans += 1;
-                            sim.stats.change_replans_at_s.push(now / 1e3);
-                            est = recent;
-                            planned_for = recent;
-                            let plan = self.plan(policy, recent)?;
-                            pending = Some((now + delay_ms, plan, recent));
-                            // The periodic re-planning restarts from this plan.
-                            window = 0;
-                            next_replan = now + period_ms;
-                        }
+                } else if let Some(m) = manager.as_mut() {
+                    let now = t_tick;
+                    ticks += 1;
+                    let decision = m.tick(now / 1e3, tick_arrivals as f64, None);
+                    tick_arrivals = 0;
+                    let Some(r) = decision.replan() else {
+                        continue;
+                    };
+                    sim.stats.decisions.push(r);
+                    let plan = self.plan(policy, r.demand_qps)?;
+                    if r.cause == Cause::Change {
+                        sim.stats.change_replans += 1;
+                        // A later decision supersedes one still pending.
+                        pending = Some((now + delay_ms, plan, r.demand_qps));
+                    } else {
+                        pending = None;
+                        sim.workers_ms += sim.plan.workers as f64 * (now - last_t);
+                        last_t = now;
+                        sim.replan(plan, now, &self.problem);
+                        sim.set_admission(&self.settings, r.demand_qps);
                     }
                 }
                 continue;
@@ -773,7 +744,7 @@ impl Overload {
                     sim.done(ev);
                 }
                 (_, Some(a)) => {
-                    window += 1;
+                    tick_arrivals += 1;
                     sim.arrive(i, a);
                     i += 1;
                 }
@@ -928,8 +899,9 @@ impl Overload {
     /// **Limits.** It is a bound on plans in Loki's model: latency budgets are the profiled p99
     /// (the catalogue's 90th percentile) of a variant's batch, processing gets half the SLO,
     /// one batch a variant, queues aside; the simulator serves batches in their mean time and
-    /// loki's plans are made for the demand over the 0.85 target utilisation, so a simulated
-    /// capacity is not bounded by it in all cases. Each solve has
+    /// loki's plans are made for the demand over the manager's target utilisation
+    /// ([`ManagerSettings::utilisation`]), so a simulated capacity is not bounded by it in all
+    /// cases. Each solve has
     /// [`OverloadSettings::ceiling_time_limit`]: one stopped by it (or the greedy fallback)
     /// may miss a plan, and [`AccuracyCeiling::proved`] says whether every demand judged not
     /// carried was solved to optimality.
@@ -1244,13 +1216,25 @@ pub struct RunStats {
     /// Plans that changed during the run.
     pub replans: usize,
     /// Re-plans triggered by a significant change of demand
-    /// ([`OverloadSettings::replan_on_change`]).
+    /// ([`ManagerSettings::replan_on_change`]).
     pub change_replans: usize,
-    /// When each of them was decided, s.
+    /// The resource manager's decisions, in order: the first plan's, then every re-plan
+    /// (periodic or on a change), when decided and for what demand.
     #[serde(skip)]
-    pub change_replans_at_s: Vec<f64>,
-    /// Re-planning periods whose plan scaled accuracy.
+    pub decisions: Vec<Replan>,
+    /// Plans taking effect after the first (periodic or on a change) that scaled accuracy.
     pub accuracy_scaled_periods: usize,
+}
+
+impl RunStats {
+    /// When each re-plan on a change of demand was decided, s.
+    pub fn change_replans_at_s(&self) -> Vec<f64> {
+        self.decisions
+            .iter()
+            .filter(|d| d.cause == Cause::Change)
+            .map(|d| d.at_s)
+            .collect()
+    }
 }
 
 /// A policy's capacity.
@@ -1782,7 +1766,9 @@ impl Sim {
     fn set_admission(&mut self, settings: &OverloadSettings, estimate: f64) {
         self.admit = 1.0;
         if settings.admission && matches!(self.policy, Policy::Loki(_)) && estimate > 0.0 {
-            let carried = self.plan.served_fraction * self.plan.demand_qps * settings.utilisation;
+            let carried = self.plan.served_fraction
+                * self.plan.demand_qps
+                * settings.manager.utilisation_target();
             self.admit = (carried / estimate).clamp(0.0, 1.0);
         }
     }
@@ -1906,8 +1892,8 @@ pub fn peak_rate(arrivals_ms: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// Runs every policy on every workload (EWMA estimates), and the capacity search when
-/// `capacity` is set.
+/// Runs every policy on every workload (the resource manager's estimates), and the capacity
+/// search when `capacity` is set.
 pub fn evaluate(
     o: &mut Overload,
     spec: &PipelineSpec,
@@ -1920,7 +1906,7 @@ pub fn evaluate(
     for &policy in policies {
         let mut runs = BTreeMap::new();
         for w in workloads {
-            let initial = initial_rate(&w.arrivals_ms, o.settings.replan_s);
+            let initial = initial_rate(&w.arrivals_ms, o.settings.manager.period_s);
             let r = o.run(
                 policy,
                 &w.arrivals_ms,
@@ -2135,7 +2121,10 @@ mod tests {
             workers: workers.clone(),
             slo_ms: 300.0,
             step_s: [10.0, 30.0, 10.0],
-            replan_s: 5.0,
+            manager: ManagerSettings {
+                period_s: 5.0,
+                ..ManagerSettings::default()
+            },
             capacity_s: 10.0,
             // Plans must not depend on how fast a loaded test machine solves: a limit the
             // small problems here never reach.
@@ -2162,7 +2151,7 @@ mod tests {
     }
 
     fn run(o: &mut Overload, policy: Policy, arrivals: &[f64]) -> RunStats {
-        let initial = initial_rate(arrivals, o.settings.replan_s);
+        let initial = initial_rate(arrivals, o.settings.manager.period_s);
         o.run(
             policy,
             arrivals,
@@ -2261,13 +2250,13 @@ mod tests {
         // A 10-s period, the step at 10 s: without the change check the first plan for the
         // step comes at 20 s.
         let mut o = setup();
-        o.settings.replan_s = 10.0;
+        o.settings.manager.period_s = 10.0;
         let arrivals = step(&o);
         let step_at = o.settings.step_s[0];
         let loki = Policy::Loki(DropPolicy::RerouteThenDrop);
         let mut by = BTreeMap::new();
         for on in [true, false] {
-            o.settings.replan_on_change = on;
+            o.settings.manager.replan_on_change = on;
             for policy in Policy::MAIN {
                 by.insert((on, policy.name()), run(&mut o, policy, &arrivals));
             }
@@ -2275,11 +2264,11 @@ mod tests {
         for policy in Policy::MAIN {
             let (with, without) = (&by[&(true, policy.name())], &by[&(false, policy.name())]);
             assert_eq!(without.change_replans, 0, "{without:?}");
-            assert!(without.change_replans_at_s.is_empty(), "{without:?}");
+            assert!(without.change_replans_at_s().is_empty(), "{without:?}");
             // Decided within 2.5 s of the step (the check runs every second over the last 2 s),
             // and again when the step ends.
             let first = with
-                .change_replans_at_s
+                .change_replans_at_s()
                 .iter()
                 .find(|&&t| t > step_at)
                 .copied();
@@ -2289,13 +2278,27 @@ mod tests {
             );
             let back = step_at + o.settings.step_s[1];
             assert!(
-                with.change_replans_at_s
+                with.change_replans_at_s()
                     .iter()
                     .any(|&t| t > back && t <= back + 2.5),
                 "{policy:?}: {with:?}"
             );
-            assert_eq!(with.change_replans, with.change_replans_at_s.len());
-            assert!(with.replans > without.replans, "{with:?}\n{without:?}");
+            assert_eq!(with.change_replans, with.change_replans_at_s().len());
+            // The step's demand (3x the first) is planned for at once with the check, at the
+            // end of the period (20 s) without it.
+            let stepped = |r: &RunStats| {
+                let first = r.decisions[0].demand_qps;
+                r.decisions
+                    .iter()
+                    .find(|d| d.at_s > step_at && d.demand_qps > 2.0 * first)
+                    .map(|d| d.at_s)
+            };
+            let (on, off) = (stepped(with), stepped(without));
+            assert!(
+                on.is_some_and(|t| t <= step_at + 2.5),
+                "{policy:?}: {with:?}"
+            );
+            assert_eq!(off, Some(step_at + 10.0), "{policy:?}: {without:?}");
         }
         let (with, without) = (&by[&(true, loki.name())], &by[&(false, loki.name())]);
         assert!(

@@ -566,7 +566,13 @@ impl PipelineActivity {
 
     /// Arrivals of a pipeline in second `sec` (seconds since the Unix epoch).
     pub fn arrivals_in_second(&self, tenant: &str, name: &str, sec: i64) -> usize {
-        let (from, to) = ((sec * 1000) as f64, ((sec + 1) * 1000) as f64);
+        self.arrivals_between(tenant, name, sec * 1000, (sec + 1) * 1000)
+    }
+
+    /// Arrivals of a pipeline from `from_ms` (included) to `to_ms` (excluded), ms since the
+    /// Unix epoch.
+    pub fn arrivals_between(&self, tenant: &str, name: &str, from_ms: i64, to_ms: i64) -> usize {
+        let (from, to) = (from_ms as f64, to_ms as f64);
         self.with(tenant, name, |a| {
             a.arrivals
                 .iter()

@@ -1,18 +1,17 @@
 //! Overload without collapse (Loki, Ahmad et al., HPDC'24) on the running controller.
 //!
-//! - **Accuracy scaling** (pipelines with `overload.accuracy_scaling`): every
-//!   [`PERIOD`], the controller estimates the pipeline's demand (an exponentially weighted
-//!   moving average of its per-second arrivals, Loki §4.2, or the mean of the last 10 s or the
-//!   forecast of the next 10 s ([`crate::forecasts`]) when higher) and asks the resource manager
-//!   ([`infaas_scheduler::loki::allocate`]): hardware scaling first (the most accurate variant
-//!   of every node, the fewest instances that carry the demand), accuracy scaling when the
-//!   cluster cannot (the most accurate mix of variants and paths that does). The chosen
-//!   instances are loaded, MostAccurateFirst routing tables are built
+//! - **Accuracy scaling** (pipelines with `overload.accuracy_scaling`): the resource manager's
+//!   loop is [`infaas_scheduler::loki::Manager`] with [`ManagerSettings::default`], the
+//!   simulator's too: [`Managers`] feeds it each pipeline's arrivals per tick (and the forecast
+//!   of the next 10 s, [`crate::forecasts`]) and it says when to plan and for what demand
+//!   (every period, and at once on a significant change of demand, Loki §4.2). A plan asks the
+//!   resource manager ([`infaas_scheduler::loki::allocate`]) for that demand over the target
+//!   utilisation: hardware scaling first (the most accurate variant of every node, the fewest
+//!   instances that carry the demand), accuracy scaling when the cluster cannot (the most
+//!   accurate mix of variants and paths that does). The chosen instances are loaded,
+//!   MostAccurateFirst routing tables are built
 //!   ([`infaas_scheduler::loki::most_accurate_first`]) and installed: every query then runs
-//!   each node on the variant its table draws. Between periods, a demand over the last 2 s
-//!   more than 1.25x (or under half) what the allocation planned for re-plans at once (Loki
-//!   §4.2: "if it detects a significant change in the demand between its periodic
-//!   invocations"). A change between hardware and accuracy scaling
+//!   each node on the variant its table draws. A change between hardware and accuracy scaling
 //!   is a scaling event of the nodes' applications (`pipeline-accuracy-scaling`,
 //!   `pipeline-hardware-scaling`).
 //! - **Early dropping** (every pipeline with a latency SLO, unless
@@ -29,8 +28,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use infaas_core::HardwareKind;
+use infaas_scheduler::loki::manager::Cause;
 use infaas_scheduler::loki::{
-    self, Allocation, Alternative, LokiProblem, LokiSettings, ReplanRule, RoutingTables,
+    self, Allocation, Alternative, LokiProblem, LokiSettings, Manager, ManagerSettings, Replan,
+    RoutingTables,
 };
 use infaas_store::db::NewScalingEvent;
 use serde::{Deserialize, Serialize};
@@ -39,24 +40,6 @@ use tokio_util::sync::CancellationToken;
 use super::Prepared;
 use crate::error::Error;
 use crate::platform::ControlPlane;
-
-/// How often the resource manager runs (Loki §4.2).
-pub const PERIOD: Duration = Duration::from_secs(10);
-/// Weight of the newest second in the demand's moving average.
-const EWMA_ALPHA: f64 = 0.3;
-/// Window of the demand compared with the installed allocation's between periods, seconds.
-pub const CHANGE_WINDOW_S: f64 = 2.0;
-/// A rise beyond 1.25x or a fall below half of what the allocation planned for re-plans at
-/// once; within a query per second of it never does.
-pub const REPLAN: ReplanRule = ReplanRule {
-    up: 0.25,
-    down: 0.5,
-    min_change_qps: 1.0,
-};
-/// Share of the profiled throughput an allocation plans to use: profiles are measured on an
-/// idle worker, and the cores also serve the HTTP edge and the other tenants' queries (Loki
-/// plans dedicated GPUs at their profiled rate; shared CPUs need the margin).
-pub const UTILISATION_TARGET: f64 = 0.6;
 
 /// An allocation installed for a pipeline: what queries are routed by.
 #[derive(Debug)]
@@ -140,8 +123,8 @@ impl Installed {
 pub struct OverloadStatus {
     /// `hardware_scaling` or `accuracy_scaling`.
     pub mode: String,
-    /// The demand planned for: the estimate over the utilisation target
-    /// ([`UTILISATION_TARGET`]).
+    /// The demand planned for: the manager's demand over its target utilisation
+    /// ([`ManagerSettings::utilisation`]).
     pub demand_qps: f64,
     /// Expected end-to-end accuracy of the allocation, and relative to the most accurate one.
     pub accuracy: f64,
@@ -259,14 +242,15 @@ fn cpu_cores(state: &ControlPlane) -> usize {
         .max(1)
 }
 
-/// Builds the resource manager's problem for a pipeline at `demand_qps`: its model nodes with
-/// their profiled variants (one-thread ones where a node has them: an instance takes one core),
-/// the live workers' cores per hardware pool.
+/// Builds the resource manager's problem for a pipeline at `plan_qps` (the demand over the
+/// target utilisation, [`Replan::plan_qps`]): its model nodes with their profiled variants
+/// (one-thread ones where a node has them: an instance takes one core), the live workers'
+/// cores per hardware pool.
 fn loki_problem(
     state: &ControlPlane,
     tenant: &str,
     prepared: &Prepared,
-    demand_qps: f64,
+    plan_qps: f64,
 ) -> Result<(LokiProblem, Vec<usize>), Error> {
     let (problem, nodes, _) = super::plan::problem(state, tenant, prepared)?;
     let mut plan_nodes = problem.nodes;
@@ -287,21 +271,19 @@ fn loki_problem(
     if gpus > 0 {
         workers.insert("gpu".to_string(), gpus);
     }
-    // Planning for demand / target utilisation is planning each instance at that share of its
-    // profiled throughput.
-    let planned = demand_qps.max(0.1) / UTILISATION_TARGET;
-    let p = LokiProblem::new(plan_nodes, planned, problem.slo_ms, workers);
+    let p = LokiProblem::new(plan_nodes, plan_qps, problem.slo_ms, workers);
     Ok((p, nodes))
 }
 
-/// Allocates and routes pipeline `name` for `demand_qps` (pure work in a blocking task).
+/// Allocates and routes pipeline `name` for `plan_qps` (the demand over the target
+/// utilisation, [`Replan::plan_qps`]; pure work in a blocking task).
 pub async fn allocate(
     state: &ControlPlane,
     tenant: &str,
     prepared: &Prepared,
-    demand_qps: f64,
+    plan_qps: f64,
 ) -> Result<Installed, Error> {
-    let (problem, nodes) = loki_problem(state, tenant, prepared, demand_qps)?;
+    let (problem, nodes) = loki_problem(state, tenant, prepared, plan_qps)?;
     let task_of: HashMap<usize, usize> = nodes.iter().enumerate().map(|(t, &k)| (k, t)).collect();
     let mut children = vec![Vec::new(); problem.nodes.len()];
     for (t, n) in problem.nodes.iter().enumerate() {
@@ -342,90 +324,158 @@ pub async fn allocate(
     })
 }
 
-/// The demand to plan for: the moving average of the last minute's per-second arrivals
-/// (newest weighted [`EWMA_ALPHA`]), or the last 10 s's mean when higher (a surge counts at
-/// once; a lull is smoothed).
-fn demand(arrivals_ms: &[f64], now_ms: f64) -> f64 {
-    let mut per_second = [0usize; 60];
-    for &a in arrivals_ms {
-        let age = ((now_ms - a) / 1000.0).floor();
-        if (0.0..60.0).contains(&age) {
-            per_second[59 - age as usize] += 1;
-        }
-    }
-    let mut ewma = per_second[0] as f64;
-    for &c in &per_second[1..] {
-        ewma = EWMA_ALPHA * c as f64 + (1.0 - EWMA_ALPHA) * ewma;
-    }
-    let recent = per_second[50..].iter().sum::<usize>() as f64 / 10.0;
-    ewma.max(recent)
+/// A pipeline, by (tenant, name).
+pub type PipelineKey = (String, String);
+
+/// The resource manager's loop for every pipeline with accuracy scaling: one
+/// [`Manager`] a pipeline, fed its arrivals tick by tick (no I/O: [`run`] feeds it from the
+/// registry's arrivals and the forecasts; a test feeds it on a clock of its own). Times are ms
+/// since the Unix epoch; tick `j` holds the arrivals of `[j, j + 1)` ticks of
+/// [`ManagerSettings::tick_s`] and is fed once it is over, at its end.
+#[derive(Debug)]
+pub struct Managers {
+    settings: ManagerSettings,
+    by: BTreeMap<PipelineKey, Fed>,
 }
 
-/// One resource-manager period for every pipeline with accuracy scaling.
-async fn period(state: &ControlPlane) {
+#[derive(Debug)]
+struct Fed {
+    manager: Manager,
+    /// The next tick to feed.
+    next: i64,
+}
+
+impl Managers {
+    pub fn new(settings: ManagerSettings) -> Managers {
+        Managers {
+            settings,
+            by: BTreeMap::new(),
+        }
+    }
+
+    pub fn settings(&self) -> &ManagerSettings {
+        &self.settings
+    }
+
+    /// The pipelines managed.
+    pub fn pipelines(&self) -> Vec<PipelineKey> {
+        self.by.keys().cloned().collect()
+    }
+
+    /// The tick's length, ms (at least 1).
+    fn tick_ms(&self) -> i64 {
+        ((self.settings.tick_s * 1e3).round() as i64).max(1)
+    }
+
+    /// Manages exactly `pipelines` from `now_ms` on (the ones with accuracy scaling): one not
+    /// managed yet starts from its arrivals over the last period (`arrivals(pipeline, from_ms,
+    /// to_ms)`) and the forecast (`forecast(pipeline)`), and is planned at once; one no longer
+    /// listed is forgotten. Returns the new ones' first plans.
+    pub fn track(
+        &mut self,
+        now_ms: i64,
+        pipelines: &[PipelineKey],
+        arrivals: impl Fn(&PipelineKey, i64, i64) -> usize,
+        forecast: impl Fn(&PipelineKey) -> Option<f64>,
+    ) -> Vec<(PipelineKey, Replan)> {
+        self.by.retain(|k, _| pipelines.contains(k));
+        let tick_ms = self.tick_ms();
+        let now = now_ms.div_euclid(tick_ms);
+        let period = ((self.settings.period_s * 1e3) as i64 / tick_ms).max(1);
+        let mut out = Vec::new();
+        for key in pipelines {
+            if self.by.contains_key(key) {
+                continue;
+            }
+            let history: Vec<f64> = (now - period..now)
+                .map(|j| arrivals(key, j * tick_ms, (j + 1) * tick_ms) as f64)
+                .collect();
+            let at_s = (now * tick_ms) as f64 / 1e3;
+            let (manager, first) = Manager::start(self.settings, at_s, &history, forecast(key));
+            self.by.insert(key.clone(), Fed { manager, next: now });
+            out.push((key.clone(), first));
+        }
+        out
+    }
+
+    /// Feeds every pipeline the ticks over by `now_ms` that it has not been fed yet (after a
+    /// stall of the loop, those of the last period only), and returns the plans decided (a
+    /// pipeline's last when it decided several: the earlier ones are superseded).
+    pub fn tick(
+        &mut self,
+        now_ms: i64,
+        arrivals: impl Fn(&PipelineKey, i64, i64) -> usize,
+        forecast: impl Fn(&PipelineKey) -> Option<f64>,
+    ) -> Vec<(PipelineKey, Replan)> {
+        let tick_ms = self.tick_ms();
+        let now = now_ms.div_euclid(tick_ms);
+        let period = ((self.settings.period_s * 1e3) as i64 / tick_ms).max(1);
+        let mut out = Vec::new();
+        for (key, fed) in &mut self.by {
+            let f = forecast(key);
+            let mut last = None;
+            for j in fed.next.max(now - period)..now {
+                let n = arrivals(key, j * tick_ms, (j + 1) * tick_ms) as f64;
+                let at_s = ((j + 1) * tick_ms) as f64 / 1e3;
+                if let Some(r) = fed.manager.tick(at_s, n, f).replan() {
+                    last = Some(r);
+                }
+            }
+            fed.next = fed.next.max(now);
+            if let Some(r) = last {
+                out.push((key.clone(), r));
+            }
+        }
+        out
+    }
+
+    /// The plan last decided for `key` could not be made ([`Manager::unplanned`]).
+    pub fn unplanned(&mut self, key: &PipelineKey) {
+        if let Some(fed) = self.by.get_mut(key) {
+            fed.manager.unplanned();
+        }
+    }
+}
+
+/// The pipelines with accuracy scaling, from the store (`None` when it cannot be read).
+async fn accuracy_scaling_pipelines(state: &ControlPlane) -> Option<Vec<PipelineKey>> {
     let rows = match state.db.all_pipelines().await {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "accuracy scaling cannot list the pipelines");
-            return;
+            return None;
         }
     };
+    let mut out = Vec::new();
     for row in rows {
-        replan(state, &row.tenant_id, &row.name).await;
+        let Ok(prepared) = super::prepared(state, &row.tenant_id, &row.name).await else {
+            continue;
+        };
+        if prepared.pipeline.spec.overload.accuracy_scaling {
+            out.push((row.tenant_id, row.name));
+        }
     }
+    Some(out)
 }
 
-/// Plans pipeline `name` again now, if it has accuracy scaling: the demand is its moving
-/// average, or the forecast of the next 10 s when higher.
-async fn replan(state: &ControlPlane, tenant: &str, name: &str) {
+/// Plans pipeline `name` as `replan` says; whether an allocation was installed.
+async fn replan(state: &ControlPlane, tenant: &str, name: &str, replan: Replan) -> bool {
     let Ok(prepared) = super::prepared(state, tenant, name).await else {
-        return;
+        return false;
     };
     if !prepared.pipeline.spec.overload.accuracy_scaling {
-        return;
+        return false;
     }
-    let now = infaas_core::time::now_ms() as f64;
-    let arrivals = state.pipelines.arrivals(tenant, name, 60_000.0);
-    let forecast = state
-        .forecasts
-        .max_next(tenant, &forecast_key(name))
-        .filter(|f| f.is_finite());
-    let d = demand(&arrivals, now).max(forecast.unwrap_or(0.0));
-    match allocate(state, tenant, &prepared, d).await {
-        Ok(installed) => carry_out(state, tenant, name, &prepared, installed).await,
-        Err(e) => tracing::warn!(pipeline = %name, error = %e, "accuracy scaling skipped a period"),
+    match allocate(state, tenant, &prepared, replan.plan_qps).await {
+        Ok(installed) => {
+            carry_out(state, tenant, name, &prepared, installed).await;
+            true
+        }
+        Err(e) => {
+            tracing::warn!(pipeline = %name, error = %e, "accuracy scaling could not plan");
+            false
+        }
     }
-}
-
-/// Loki §4.2: between periods, the demand of the last [`CHANGE_WINDOW_S`] seconds against
-/// the demand the installed allocation was planned for (`planned_qps` is over the utilisation
-/// target), by [`REPLAN`].
-pub fn changed(recent_qps: f64, planned_qps: f64) -> bool {
-    REPLAN.changed(recent_qps, planned_qps * UTILISATION_TARGET)
-}
-
-/// The pipelines whose demand changed significantly since their allocation (see [`changed`]).
-fn changed_pipelines(state: &ControlPlane, now_ms: f64) -> Vec<(String, String)> {
-    state
-        .pipelines
-        .active()
-        .into_iter()
-        .filter(|(tenant, name)| {
-            let Some(installed) = state.pipelines.installed(tenant, name) else {
-                return false;
-            };
-            // Not twice within a window: the new allocation's loads need the time.
-            if now_ms - (installed.at_ms as f64) < CHANGE_WINDOW_S * 1000.0 {
-                return false;
-            }
-            let recent = state
-                .pipelines
-                .arrivals(tenant, name, CHANGE_WINDOW_S * 1000.0)
-                .len() as f64
-                / CHANGE_WINDOW_S;
-            changed(recent, installed.allocation.demand_qps)
-        })
-        .collect()
 }
 
 /// Loads the allocation's instances, installs its routing, and records a change of mode.
@@ -503,31 +553,49 @@ fn feed_forecasts(state: &ControlPlane, sec: i64) {
     }
 }
 
-/// Feeds the pipelines' forecasters once a second and runs the resource manager every
-/// [`PERIOD`], until `shutdown`; samples their cost too ([`super::status::record_costs`]).
+/// Feeds the pipelines' forecasters once a second, samples their cost
+/// ([`super::status::record_costs`]) and runs the resource manager's loop ([`Managers`], the
+/// pipelines with accuracy scaling read from the store every period), until `shutdown`.
 pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
+    let mut managers = Managers::new(ManagerSettings::default());
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let every = PERIOD.as_secs().max(1);
-    let mut n: u64 = 0;
+    let period_ms = (managers.settings().period_s * 1e3) as i64;
+    let mut listed_at: Option<i64> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        feed_forecasts(&state, infaas_core::time::now_ms().div_euclid(1000) - 1);
+        let now_ms = infaas_core::time::now_ms();
+        feed_forecasts(&state, now_ms.div_euclid(1000) - 1);
         super::status::record_costs(&state).await;
-        if n.is_multiple_of(every) {
-            period(&state).await;
-        } else {
-            let now = infaas_core::time::now_ms() as f64;
-            for (tenant, name) in changed_pipelines(&state, now) {
-                metrics::counter!("infaas_pipeline_overload_replans_total", "pipeline" => name.clone())
-                    .increment(1);
-                replan(&state, &tenant, &name).await;
+        let pipelines = &state.pipelines;
+        let arrivals =
+            |k: &PipelineKey, from: i64, to: i64| pipelines.arrivals_between(&k.0, &k.1, from, to);
+        let forecast = |k: &PipelineKey| {
+            state
+                .forecasts
+                .max_next(&k.0, &forecast_key(&k.1))
+                .filter(|f| f.is_finite())
+        };
+        let mut plans = Vec::new();
+        if listed_at.is_none_or(|t| now_ms - t >= period_ms) {
+            if let Some(list) = accuracy_scaling_pipelines(&state).await {
+                listed_at = Some(now_ms);
+                plans.extend(managers.track(now_ms, &list, arrivals, forecast));
             }
         }
-        n += 1;
+        plans.extend(managers.tick(now_ms, arrivals, forecast));
+        for ((tenant, name), r) in plans {
+            if r.cause == Cause::Change {
+                metrics::counter!("infaas_pipeline_overload_replans_total", "pipeline" => name.clone())
+                    .increment(1);
+            }
+            if !replan(&state, &tenant, &name, r).await {
+                managers.unplanned(&(tenant, name));
+            }
+        }
     }
 }
 
@@ -535,32 +603,64 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_significant_change_of_demand_replans() {
-        // Planned for 100 q/s (166.7 at the utilisation target).
-        let planned = 100.0 / UTILISATION_TARGET;
-        assert!(!changed(100.0, planned));
-        assert!(!changed(120.0, planned));
-        assert!(changed(130.0, planned));
-        assert!(!changed(55.0, planned));
-        assert!(changed(45.0, planned));
-        assert!(!changed(0.0, 0.5 / UTILISATION_TARGET));
+    fn key(name: &str) -> PipelineKey {
+        ("acme".to_string(), name.to_string())
+    }
+
+    /// `rate` queries a second, every second.
+    fn steady(rate: usize) -> impl Fn(&PipelineKey, i64, i64) -> usize {
+        move |_, from, to| rate * ((to - from) / 1000) as usize
     }
 
     #[test]
-    fn demand_follows_a_surge_at_once_and_smooths_a_lull() {
-        let now = 100_000.0;
-        // 10 q/s for a minute.
-        let steady: Vec<f64> = (0..600)
-            .map(|i| now - 60_000.0 + i as f64 * 100.0)
-            .collect();
-        assert!((demand(&steady, now) - 10.0).abs() < 1.0);
-        // Then 100 q/s over the last 5 s: the recent mean counts at once.
-        let mut surge = steady.clone();
-        surge.extend((0..500).map(|i| now - 5_000.0 + i as f64 * 10.0));
-        assert!(demand(&surge, now) >= 50.0);
-        // A surge that ended 30 s ago fades.
-        let old: Vec<f64> = (0..2000).map(|i| now - 40_000.0 + i as f64 * 5.0).collect();
-        assert!(demand(&old, now) < 5.0, "{}", demand(&old, now));
+    fn a_new_pipeline_is_planned_at_once_from_its_last_period_and_a_deleted_one_forgotten() {
+        let mut m = Managers::new(ManagerSettings::default());
+        let t0 = 1_000_000;
+        let first = m.track(t0, &[key("a")], steady(30), |_| None);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].1.cause, Cause::Start);
+        assert!((first[0].1.demand_qps - 30.0).abs() < 1e-9, "{first:?}");
+        assert!((first[0].1.plan_qps - 50.0).abs() < 1e-9, "{first:?}");
+        // Known already: no new plan.
+        assert!(m
+            .track(t0 + 500, &[key("a")], steady(30), |_| None)
+            .is_empty());
+        // Nine ticks keep the plan; the tenth is the period's.
+        for s in 1..10 {
+            assert!(m.tick(t0 + s * 1000, steady(30), |_| None).is_empty());
+        }
+        let p = m.tick(t0 + 10_000, steady(30), |_| None);
+        assert_eq!(p.len(), 1);
+        assert_eq!((p[0].1.cause, p[0].1.at_s), (Cause::Periodic, 1010.0));
+        m.track(t0 + 10_000, &[], steady(30), |_| None);
+        assert!(m.pipelines().is_empty());
+    }
+
+    #[test]
+    fn a_surge_replans_and_a_stall_is_caught_up() {
+        let mut m = Managers::new(ManagerSettings::default());
+        m.track(0, &[key("a")], steady(30), |_| None);
+        // From 3 s on, 300 q/s.
+        let surge = |_: &PipelineKey, from: i64, _: i64| if from >= 3_000 { 300 } else { 30 };
+        let mut plans = Vec::new();
+        for s in 1..=4 {
+            plans.extend(m.tick(s * 1000, surge, |_| None));
+        }
+        assert_eq!(plans.len(), 1, "{plans:?}");
+        assert_eq!((plans[0].1.cause, plans[0].1.at_s), (Cause::Change, 4.0));
+        // A stall of 3 s: the ticks missed are fed at once, the last plan returned.
+        let p = m.tick(8_000, surge, |_| None);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(p[0].1.at_s, 6.0, "{p:?}");
+        assert!((p[0].1.demand_qps - 300.0).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
+    fn the_forecast_raises_the_demand_planned_for() {
+        let mut m = Managers::new(ManagerSettings::default());
+        let first = m.track(0, &[key("a")], steady(10), |_| Some(60.0));
+        assert!((first[0].1.demand_qps - 60.0).abs() < 1e-9, "{first:?}");
+        assert!((first[0].1.estimate_qps - 10.0).abs() < 1e-9, "{first:?}");
+        assert!((first[0].1.plan_qps - 100.0).abs() < 1e-9, "{first:?}");
     }
 }

@@ -226,8 +226,9 @@ async fn an_overloaded_pipeline_trades_accuracy_not_its_slo_and_recovers() {
         .map(|p| p["capacity_qps"].as_f64().unwrap())
         .sum();
     // Three times what the allocation plans the slow model to carry (its profiled throughput
-    // at the controller's utilisation target, 0.6), within what the HTTP edge sends here.
-    let rate = (heavy_rows_per_s * 0.6 * 3.0).clamp(300.0, 900.0);
+    // at the resource manager's target utilisation), within what the HTTP edge sends here.
+    let utilisation = infaas_scheduler::loki::ManagerSettings::default().utilisation;
+    let rate = (heavy_rows_per_s * utilisation * 3.0).clamp(300.0, 900.0);
     let surge = load(&p, &t, rate, 25.0, &rows).await;
     let hot = wait_mode(&p, &t, "accuracy_scaling", 20).await;
     let (answered, within) = (surge.get(|s| &s.answered), surge.get(|s| &s.within));

@@ -8,6 +8,10 @@
 //!   paths (Eq 1-7, 12), serving less than all of the demand only when even that cannot carry
 //!   it. Both are MILPs solved through [`crate::milp`] under a time limit, with a greedy
 //!   fallback ([`greedy`]) when a solve fails or stops without a usable incumbent.
+//! - [`mod@manager`]: the resource manager's loop ([`Manager`], [`ManagerSettings`]): the
+//!   demand estimate, when to plan again (every period, and on a significant change of
+//!   demand) and for what demand, and the target utilisation plans are made at; the
+//!   controller and the simulator both run it.
 //! - [`route`]: the load balancer's MostAccurateFirst (Algorithm 1): routing tables per
 //!   upstream variant, and the per-query pick.
 //! - [`mod@drop`]: early dropping with opportunistic rerouting (§5.2) and its ablations.
@@ -36,6 +40,7 @@ use crate::snapshot::VariantEntry;
 
 pub mod drop;
 mod greedy;
+pub mod manager;
 pub mod milp;
 mod prep;
 pub mod route;
@@ -45,6 +50,7 @@ mod tests;
 
 pub use drop::{alternatives, on_arrival, Alternative, Arrival, Decision, DropPolicy, Hop, Spent};
 pub use greedy::greedy;
+pub use manager::{Manager, ManagerSettings, Replan, ReplanRule, MIN_DEMAND_QPS};
 pub use milp::{accuracy_scaling, allocate, hardware_scaling, verify};
 pub use route::{most_accurate_first, Pick, RoutingTables, Table};
 
@@ -168,29 +174,6 @@ pub enum LokiError {
     NotATree { node: String, parents: usize },
     #[error("the allocation does not hold: {0}")]
     Violated(String),
-}
-
-/// When the resource manager plans again between its periods (Loki §4.2: "if it detects a
-/// significant change in the demand between its periodic invocations"): the recent demand
-/// against the demand the installed allocation was made for. The controller and the simulator
-/// both ask it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ReplanRule {
-    /// A rise by more than this fraction of the planned demand re-plans (0.25: 25% above).
-    pub up: f64,
-    /// A fall by more than this fraction re-plans (0.5: below half).
-    pub down: f64,
-    /// Changes of at most this many queries per second never re-plan (idle pipelines).
-    pub min_change_qps: f64,
-}
-
-impl ReplanRule {
-    /// Whether `recent_qps` differs enough from `planned_qps` to plan again now.
-    pub fn changed(&self, recent_qps: f64, planned_qps: f64) -> bool {
-        (recent_qps - planned_qps).abs() > self.min_change_qps
-            && (recent_qps > planned_qps * (1.0 + self.up)
-                || recent_qps < planned_qps * (1.0 - self.down))
-    }
 }
 
 /// Which step of the resource manager produced an allocation.

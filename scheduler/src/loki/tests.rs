@@ -393,19 +393,3 @@ fn measured_path_accuracies_steer_the_traffic() {
     assert_eq!(groups, vec![0, 0]);
     assert!(a.accuracy > 0.5, "{}", a.accuracy);
 }
-
-#[test]
-fn a_significant_change_of_demand_replans_and_a_small_one_does_not() {
-    let rule = ReplanRule {
-        up: 0.25,
-        down: 0.5,
-        min_change_qps: 1.0,
-    };
-    assert!(!rule.changed(120.0, 100.0));
-    assert!(rule.changed(126.0, 100.0));
-    assert!(!rule.changed(51.0, 100.0));
-    assert!(rule.changed(49.0, 100.0));
-    // An idle pipeline planned at the floor does not re-plan for a query.
-    assert!(!rule.changed(0.0, 0.1));
-    assert!(!rule.changed(1.05, 0.1));
-}
