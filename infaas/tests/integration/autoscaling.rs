@@ -475,6 +475,22 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         run / peak
     );
     assert!(run < peak, "run {run} peak {peak}");
+    // Scaled back down is cheaper: once the stopped worker has left (its heartbeats end), the
+    // configuration (one instance on the embedded worker) costs at most three quarters of the
+    // most expensive one sampled (three instances and a provisioned worker).
+    let highest = ramp.meter.samples.iter().map(|s| s.1).fold(0.0, f64::max);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let last = loop {
+        let cost = configuration_cost(&p, &t, &by_name).await;
+        if cost <= 0.75 * highest || Instant::now() > deadline {
+            break cost;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(
+        last > 0.0 && last <= 0.75 * highest,
+        "the configuration at the end costs {last:.3e} $/s, the most expensive {highest:.3e} $/s"
+    );
     let failed: usize = statuses
         .iter()
         .filter(|(c, _)| **c >= 500 || **c == 0)
