@@ -1540,24 +1540,6 @@ mod tests {
         b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
         let s = b.build();
         match select(&s, &app(slo, Some(0.5)), &PRICES) {
-            Decision::Load { variant, .. } => s.variants()[variant].id.clone(),
-            d => panic!("{d:?}"),
-        }
-    }
-
-    /// The variant rule 2 loads for an application query, on one idle worker, among variants
-    /// `(id, p99 at batch 1, threads, load ms)`: its id.
-    fn loaded(specs: &[(&str, f64, usize, f64)]) -> String {
-        let mut b = Snapshot::builder();
-        for &(id, p99, threads, load_ms) in specs {
-            let mut v = variant(id, "m", 0.9, p99);
-            v.threads = threads;
-            v.load_ms = load_ms;
-            b.add_variant("acme", v).unwrap();
-        }
-        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
-        let s = b.build();
-        match select(&s, &app(None, Some(0.5)), &PRICES) {
             Decision::Load {
                 variant, reason, ..
             } => {
@@ -1566,6 +1548,12 @@ mod tests {
             }
             d => panic!("{d:?}"),
         }
+    }
+
+    /// The variant rule 2 loads for an application query without an SLO, on one idle worker,
+    /// among variants `(id, p99 at batch 1, threads, load ms)`: its id.
+    fn loaded(specs: &[(&str, f64, usize, f64)]) -> String {
+        loaded_under(specs, None)
     }
 
     #[test]
