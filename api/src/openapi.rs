@@ -42,6 +42,7 @@ use crate::routes;
         routes::pipelines::put_validation,
         routes::pipelines::delete_validation,
         routes::cluster::workers,
+        routes::cluster::cluster,
         routes::cluster::usage,
         routes::cluster::forecast,
         routes::scaling::scaling_events,

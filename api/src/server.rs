@@ -71,6 +71,7 @@ pub fn router(state: AppState) -> Router {
             put(routes::pipelines::put_validation).delete(routes::pipelines::delete_validation),
         )
         .route("/workers", get(routes::cluster::workers))
+        .route("/cluster", get(routes::cluster::cluster))
         .route(
             "/jobs",
             get(routes::jobs::list)
@@ -192,6 +193,8 @@ pub struct Server {
     pub shutdown: CancellationToken,
     /// The autoscaling loops (`None` when `autoscale.enabled` is off).
     pub autoscaler: Option<Arc<infaas_control::autoscaler::Autoscaler>>,
+    /// The leader election, which hands the lease over when the server stops.
+    election: tokio::task::JoinHandle<()>,
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
     grpc_handle: Option<tokio::task::JoinHandle<Result<(), tonic::transport::Error>>>,
 }
@@ -215,8 +218,16 @@ impl Server {
             None => None,
         };
         let grpc_addr = grpc_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        state
+            .leadership
+            .check_single_replica(&state.db)
+            .await
+            .context("starting a controller replica")?;
         let shutdown = CancellationToken::new();
-        let autoscaler = infaas_control::loops::start(&state, addr, &shutdown);
+        let infaas_control::loops::Loops {
+            autoscaler,
+            election,
+        } = infaas_control::loops::start(&state, addr, &shutdown);
         let app = router(state.clone());
         let token = shutdown.clone();
         let handle = tokio::spawn(async move {
@@ -232,6 +243,7 @@ impl Server {
             state,
             shutdown,
             autoscaler,
+            election,
             handle,
             grpc_handle,
         })
@@ -271,6 +283,14 @@ impl Server {
                 }
             },
         };
+        // The election hands the lease over (the next replica leads at once) before the
+        // database closes.
+        if tokio::time::timeout_at(deadline, self.election)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the leader election did not end within the grace period");
+        }
         db.close().await;
         http.and(grpc)
     }

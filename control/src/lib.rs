@@ -10,6 +10,7 @@ pub mod config;
 pub mod error;
 pub mod forecasts;
 pub mod jobs;
+pub mod leader;
 pub mod loops;
 pub mod pipelines;
 pub mod platform;

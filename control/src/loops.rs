@@ -1,7 +1,11 @@
-//! The control plane's background loops, which run without any request: the registry's
-//! profiling worker, cluster liveness, autoscaling, offline jobs, the pipelines' tuner,
-//! forecasts of the applications' arrival rates and usage metering. All stop
-//! when the shutdown token is cancelled.
+//! The control plane's background loops, which run without any request. Every replica runs
+//! the registry's profiling worker, cluster liveness, offline jobs (their items are claimed
+//! durably, so each runs once whichever replica claims it), forecasts of its arrival rates,
+//! usage metering and the leader election ([`crate::leader`]). The replica that holds the
+//! leader lease also runs the loops that must run once for the cluster: model and worker
+//! autoscaling, the pipelines' tuner and their overload manager; it stops them when it loses
+//! the lease. All stop when the shutdown token is cancelled; a leader stopping hands the lease
+//! over at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,27 +15,27 @@ use tokio_util::sync::CancellationToken;
 
 use crate::autoscaler::Autoscaler;
 use crate::jobs::runner::JobRunner;
+use crate::leader::Transition;
 use crate::platform::ControlPlane;
 
-/// Starts every loop; `controller` is the address provisioned workers report to. Returns the
-/// autoscaler when `autoscale.enabled` is on (its shutdown waits for actions under way).
+/// The loops started by [`start`].
+pub struct Loops {
+    /// The autoscaler when `autoscale.enabled` is on (its shutdown stops the workers its
+    /// process provider started); its periods run while this replica leads.
+    pub autoscaler: Option<Arc<Autoscaler>>,
+    /// The election, which ends after shutdown once the lease is handed over.
+    pub election: tokio::task::JoinHandle<()>,
+}
+
+/// Starts every loop; `controller` is the address provisioned workers report to.
 pub fn start(
     control: &ControlPlane,
     controller: SocketAddr,
     shutdown: &CancellationToken,
-) -> Option<Arc<Autoscaler>> {
+) -> Loops {
     crate::registry::profiling::start(control.clone(), shutdown.clone());
     tokio::spawn(control.cluster.clone().run(shutdown.clone()));
-    let autoscaler = Autoscaler::start(control.clone(), controller, shutdown.clone());
     tokio::spawn(JobRunner::new(control.clone()).run(shutdown.clone()));
-    tokio::spawn(crate::pipelines::tune::run(
-        control.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(crate::pipelines::overload::run(
-        control.clone(),
-        shutdown.clone(),
-    ));
     tokio::spawn(crate::forecasts::run(
         control.forecasts.clone(),
         control.traffic.clone(),
@@ -42,5 +46,79 @@ pub fn start(
         Duration::from_secs(5),
         shutdown.clone(),
     ));
-    autoscaler
+    control.leadership.set_address(controller.to_string());
+    let autoscaler = Autoscaler::new(control.clone(), controller);
+    let election = tokio::spawn(elect(control.clone(), autoscaler.clone(), shutdown.clone()));
+    Loops {
+        autoscaler,
+        election,
+    }
+}
+
+/// The election: every `renew_every`, renews or tries to take the lease; starts the leader's
+/// loops when this replica gains it and stops them when it loses it.
+async fn elect(
+    control: ControlPlane,
+    autoscaler: Option<Arc<Autoscaler>>,
+    shutdown: CancellationToken,
+) {
+    let leadership = control.leadership.clone();
+    let mut tick = tokio::time::interval(leadership.settings().renew_every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut leading: Option<CancellationToken> = None;
+    let mut announced = false;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        match control
+            .db
+            .announce_replica(leadership.replica(), &leadership.address())
+            .await
+        {
+            Ok(()) => announced = true,
+            Err(e) => tracing::warn!(error = %e, "cannot announce this replica"),
+        }
+        match leadership.step(&control.db).await {
+            Transition::Gained => {
+                let stop = shutdown.child_token();
+                start_leader_loops(&control, autoscaler.as_ref(), &stop);
+                leading = Some(stop);
+            }
+            Transition::Lost => {
+                if let Some(stop) = leading.take() {
+                    stop.cancel();
+                }
+            }
+            Transition::Unchanged => {}
+        }
+        metrics::gauge!("infaas_leader").set(if leadership.is_leader() { 1.0 } else { 0.0 });
+        metrics::gauge!("infaas_leader_lease_token").set(leadership.view().token as f64);
+    }
+    if let Some(stop) = leading.take() {
+        stop.cancel();
+    }
+    leadership.resign(&control.db).await;
+    if announced {
+        if let Err(e) = control.db.withdraw_replica(leadership.replica()).await {
+            tracing::warn!(error = %e, "cannot withdraw this replica's announcement");
+        }
+    }
+}
+
+/// The loops that run once for the cluster, on the leader, until `stop`.
+fn start_leader_loops(
+    control: &ControlPlane,
+    autoscaler: Option<&Arc<Autoscaler>>,
+    stop: &CancellationToken,
+) {
+    if let Some(a) = autoscaler {
+        a.spawn_periods(stop.clone());
+    }
+    tokio::spawn(crate::pipelines::tune::run(control.clone(), stop.clone()));
+    tokio::spawn(crate::pipelines::overload::run(
+        control.clone(),
+        stop.clone(),
+    ));
 }

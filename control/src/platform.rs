@@ -45,6 +45,8 @@ pub struct Parts {
     pub forecasts: Arc<crate::forecasts::Forecasts>,
     /// What the pipelines did recently (arrivals, switch branches), this controller.
     pub pipelines: Arc<crate::pipelines::PipelineActivity>,
+    /// This replica's side of the leader election among the replicas on one database.
+    pub leadership: Arc<crate::leader::Leadership>,
     /// Shared secret of worker <-> controller traffic.
     pub cluster_token: String,
     /// The ONNX Runtime library in use, or why it could not be loaded.
@@ -132,6 +134,7 @@ impl ControlPlane {
             whatif: WhatIfRuns::new(config.whatif.max_parallel_runs),
             forecasts: Default::default(),
             pipelines: Default::default(),
+            leadership: crate::leader::Leadership::new(crate::leader::LeaseSettings::default()),
             cluster_token,
             db,
             objects,

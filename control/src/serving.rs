@@ -283,6 +283,7 @@ fn record_query_load(
     tracing::info!(tenant = %app.0, app = %app.1, variant = %v.name, worker = %worker_name, %reason, "load for queries");
     tokio::spawn(async move {
         crate::autoscaler::events::record(
+            crate::autoscaler::events::DecidedBy::QueryPath,
             &db,
             Some(&app),
             Some(&variant_id),

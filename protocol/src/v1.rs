@@ -9,8 +9,10 @@ use utoipa::ToSchema;
 use crate::WireData;
 
 mod pipelines;
+mod replicas;
 mod whatif;
 pub use pipelines::*;
+pub use replicas::*;
 pub use whatif::*;
 
 /// A tensor in JSON: `data` is flat (row-major) or nested to match `shape`.

@@ -32,6 +32,8 @@ pub enum StoreError {
     },
     #[error("invalid object store location '{0}': use a directory path or s3://bucket/prefix")]
     InvalidLocation(String),
+    #[error("refused: this replica no longer holds the leader lease (its token {token} is stale)")]
+    Fenced { token: i64 },
     #[error("corrupt stored value in {what}: {detail}")]
     Corrupt { what: String, detail: String },
 }

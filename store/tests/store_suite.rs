@@ -30,6 +30,7 @@ on_both_pairs!(
     whatif_runs_keep_their_state,
     pipelines_are_per_tenant,
     pruned_variants_leave_the_lists_and_serving,
+    leases_elect_one_holder_and_fence_a_deposed_one,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -661,6 +662,7 @@ async fn scaling_events_by_app(b: &Backends) {
         cost_before_per_s: 1.0,
         cost_after_per_s: 2.5,
         created_at_ms: at,
+        fenced: true,
     };
     db.add_scaling_event(&event(&acme.id, "replicate", 1000))
         .await
@@ -1028,4 +1030,102 @@ async fn pruned_variants_leave_the_lists_and_serving(b: &Backends) {
     // Deleting the model takes the pruned rows too.
     db.delete_model(&t.id, "m").await.unwrap();
     assert!(db.list_pruned_variants(&model.id).await.unwrap().is_empty());
+}
+
+/// One holder at a time; renewals keep the token, every change of holder raises it; a write
+/// carrying a stale token is refused; an expired lease is taken over; replicas announce
+/// themselves and leave.
+async fn leases_elect_one_holder_and_fence_a_deposed_one(b: &Backends) {
+    use infaas_store::db::leases::{DEPOSED, UNFENCED};
+    use infaas_store::LEADER_LEASE;
+    let Stores { db, .. } = open(b).await;
+    let minute = 60_000;
+    let a = db
+        .acquire_lease(LEADER_LEASE, "a", "10.0.0.1:8080", minute)
+        .await
+        .unwrap();
+    assert!(a.held_by("a"), "{a:?}");
+    assert_eq!(a.token, 1);
+    let b_try = db
+        .acquire_lease(LEADER_LEASE, "b", "10.0.0.2:8080", minute)
+        .await
+        .unwrap();
+    assert!(!b_try.held_by("b") && b_try.held_by("a"), "{b_try:?}");
+    assert_eq!((b_try.token, b_try.address.as_str()), (1, "10.0.0.1:8080"));
+    let renewed = db
+        .acquire_lease(LEADER_LEASE, "a", "10.0.0.1:8080", minute)
+        .await
+        .unwrap();
+    assert_eq!((renewed.token, renewed.acquired_ms), (1, a.acquired_ms));
+    assert!(renewed.expires_ms >= a.expires_ms);
+
+    // A stops: its lease lapses at once and B takes it with the next token.
+    assert!(db.release_lease(LEADER_LEASE, "a").await.unwrap());
+    let b_now = db
+        .acquire_lease(LEADER_LEASE, "b", "10.0.0.2:8080", minute)
+        .await
+        .unwrap();
+    assert!(b_now.held_by("b"), "{b_now:?}");
+    assert_eq!(b_now.token, 2);
+
+    // Fencing: A's late write (token 1) is refused; B's (token 2) and an unfenced one commit.
+    let event = NewScalingEvent {
+        tenant_id: None,
+        app: None,
+        variant_id: None,
+        worker: Some("worker-1".into()),
+        action: "add-worker".into(),
+        reason: "fenced?".into(),
+        cost_before_per_s: 0.0,
+        cost_after_per_s: 1.0,
+        created_at_ms: 1,
+        fenced: true,
+    };
+    for (fence, allowed) in [(1, false), (DEPOSED, false), (2, true), (UNFENCED, true)] {
+        db.set_fence(fence);
+        let got = db.add_scaling_event(&event).await;
+        match (allowed, got) {
+            (true, Ok(_)) => {}
+            (false, Err(StoreError::Fenced { token })) => assert_eq!(token, fence),
+            (want, got) => panic!("fence {fence}: want allowed={want}, got {got:?}"),
+        }
+    }
+    let tenantless: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM scaling_events WHERE reason = 'fenced?'")
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(tenantless, 2, "exactly the two allowed writes committed");
+    // A load started by a query path is not a leader's decision: never fenced.
+    db.set_fence(DEPOSED);
+    db.add_scaling_event(&NewScalingEvent {
+        fenced: false,
+        ..event.clone()
+    })
+    .await
+    .unwrap();
+
+    // An expired lease is taken over by the next replica that asks.
+    let short = db.acquire_lease("short", "c", "c:1", 1).await.unwrap();
+    assert_eq!(short.token, 1);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let taken = db.acquire_lease("short", "d", "d:1", minute).await.unwrap();
+    assert!(taken.held_by("d"), "{taken:?}");
+    assert_eq!(taken.token, 2);
+
+    // Replicas announce themselves, renew, and withdraw.
+    db.announce_replica("a", "10.0.0.1:8080").await.unwrap();
+    db.announce_replica("b", "10.0.0.2:8080").await.unwrap();
+    db.announce_replica("a", "10.0.0.1:8081").await.unwrap();
+    let live = db.live_replicas(minute).await.unwrap();
+    let ids: Vec<(&str, &str)> = live
+        .iter()
+        .map(|r| (r.id.as_str(), r.address.as_str()))
+        .collect();
+    assert_eq!(ids.len(), 2, "{live:?}");
+    assert!(ids.contains(&("a", "10.0.0.1:8081")) && ids.contains(&("b", "10.0.0.2:8080")));
+    db.withdraw_replica("a").await.unwrap();
+    let live = db.live_replicas(minute).await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].id, "b");
 }

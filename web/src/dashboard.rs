@@ -358,12 +358,28 @@ pub struct LoadingRow {
     pub waiting_rows: usize,
 }
 
-/// Workers.
+/// A controller replica on the cluster's database.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaRow {
+    pub id: String,
+    pub address: String,
+    /// It holds the leader lease (runs autoscaling, the tuner and the overload manager).
+    pub leader: bool,
+    /// It answered this page.
+    pub this: bool,
+    /// Since it started, e.g. `1:05`.
+    pub up: String,
+}
+
+/// Workers, and the controller replicas with their leader.
 #[derive(Template)]
 #[template(path = "dashboard/workers.html")]
 pub struct WorkersPage {
     pub layout: Layout,
     pub workers: Vec<WorkerRow>,
+    pub replicas: Vec<ReplicaRow>,
+    /// The lease's fencing token (raised at every change of leader).
+    pub lease_token: i64,
 }
 
 /// A scaling decision.
@@ -486,6 +502,8 @@ mod tests {
         let mut page = WorkersPage {
             layout: layout(),
             workers: vec![worker.clone()],
+            replicas: Vec::new(),
+            lease_token: 0,
         };
         let html = page.render().unwrap();
         assert!(!html.contains("Loading for queries"), "{html}");
@@ -500,6 +518,35 @@ mod tests {
             html.contains("<tr><td>m.int8.cpu.t1.b8</td><td>1.5 s ago</td><td>12</td></tr>"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn workers_page_names_the_leading_replica() {
+        let row = |id: &str, leader: bool, this: bool| ReplicaRow {
+            id: id.into(),
+            address: format!("{id}:8080"),
+            leader,
+            this,
+            up: "0:42".into(),
+        };
+        let page = WorkersPage {
+            layout: layout(),
+            workers: Vec::new(),
+            replicas: vec![row("r1", false, true), row("r2", true, false)],
+            lease_token: 7,
+        };
+        let html = page.render().unwrap();
+        assert!(
+            html.contains(
+                "<tr><td>r1 (this page)</td><td>r1:8080</td><td>follower</td><td>0:42</td></tr>"
+            ),
+            "{html}"
+        );
+        assert!(
+            html.contains("<tr><td>r2</td><td>r2:8080</td><td class=\"state ready\">leader</td><td>0:42</td></tr>"),
+            "{html}"
+        );
+        assert!(html.contains("lease token 7"), "{html}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use infaas_core::time::now_ms;
+use infaas_protocol::v1::{ClusterStatus, LeaderStatus, ReplicaStatus};
 use infaas_worker::Heartbeat;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -375,4 +376,51 @@ pub async fn forecast(
         return Err(ApiError::NotFound(format!("application '{app}' not found")));
     }
     Ok(Json(app_forecast(&state, &p.tenant_id, &app)))
+}
+
+/// The controller replicas on this database and the one that leads the cluster's loops.
+#[utoipa::path(get, path = "/v1/cluster", tag = "cluster", security(("bearer" = [])),
+    responses((status = 200, body = ClusterStatus), (status = 401, body = ErrorBody)))]
+pub async fn cluster(
+    State(state): State<AppState>,
+    _p: Principal,
+) -> ApiResult<Json<ClusterStatus>> {
+    Ok(Json(cluster_status(&state).await?))
+}
+
+/// What `GET /v1/cluster` and the dashboard show.
+pub async fn cluster_status(state: &AppState) -> Result<ClusterStatus, infaas_control::Error> {
+    let leadership = &state.leadership;
+    let settings = leadership.settings();
+    let view = leadership.view();
+    // An announcement older than two lease periods belongs to a replica that is gone.
+    let within = i64::try_from(2 * settings.ttl.as_millis()).unwrap_or(i64::MAX);
+    let rows = state
+        .db
+        .live_replicas(within)
+        .await
+        .map_err(infaas_control::Error::from)?;
+    let replicas = rows
+        .into_iter()
+        .map(|r| ReplicaStatus {
+            leader: view.leader.as_deref() == Some(r.id.as_str()),
+            id: r.id,
+            address: r.address,
+            started_ms: r.started_ms,
+            seen_ms: r.seen_ms,
+        })
+        .collect();
+    Ok(ClusterStatus {
+        replica: view.replica.clone(),
+        is_leader: view.is_leader,
+        leader: LeaderStatus {
+            replica: view.leader.clone(),
+            address: view.leader_address.clone(),
+            token: view.token,
+        },
+        leadership_changes: view.changes,
+        lease_ttl_ms: u64::try_from(settings.ttl.as_millis()).unwrap_or(u64::MAX),
+        lease_renew_ms: u64::try_from(settings.renew_every.as_millis()).unwrap_or(u64::MAX),
+        replicas,
+    })
 }

@@ -32,6 +32,11 @@ pub struct Readiness {
     pub database: String,
     /// `ok` or the error of the object-store check.
     pub object_store: String,
+    /// This controller replica's id.
+    pub replica: String,
+    /// This replica holds the leader lease (runs the cluster's autoscaling, tuner and
+    /// overload loops); every replica serves queries alike.
+    pub leader: bool,
 }
 
 /// Readiness: the database and the object store answer.
@@ -49,6 +54,8 @@ pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
         status: if ready { "ready" } else { "not_ready" }.into(),
         database: describe(db),
         object_store: describe(objects),
+        replica: state.leadership.replica().to_string(),
+        leader: state.leadership.is_leader(),
     };
     let code = if ready {
         StatusCode::OK

@@ -6,9 +6,18 @@ use infaas_store::{Db, NewScalingEvent};
 
 use super::book::AppKey;
 
+/// Who decided an action: a leader loop (its record is fenced by the leader lease) or the
+/// query path of any replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    Leader,
+    QueryPath,
+}
+
 /// Stores one event; a store failure is logged (scaling goes on without its record).
 #[allow(clippy::too_many_arguments)]
 pub async fn record(
+    by: DecidedBy,
     db: &Db,
     app: Option<&AppKey>,
     variant_id: Option<&str>,
@@ -28,6 +37,7 @@ pub async fn record(
         cost_before_per_s: finite(cost_before_per_s),
         cost_after_per_s: finite(cost_after_per_s),
         created_at_ms: now_ms(),
+        fenced: by == DecidedBy::Leader,
     };
     if let Err(e) = db.add_scaling_event(&event).await {
         tracing::error!(error = %e, %action, "cannot store a scaling event");

@@ -201,12 +201,9 @@ fn make_provider(
 }
 
 impl Autoscaler {
-    /// Starts the loops (when `autoscale.enabled`); they stop with `shutdown`.
-    pub fn start(
-        state: ControlPlane,
-        addr: SocketAddr,
-        shutdown: CancellationToken,
-    ) -> Option<Arc<Autoscaler>> {
+    /// The autoscaler (when `autoscale.enabled`), its periods not started: the replica that
+    /// leads the cluster starts them ([`Autoscaler::spawn_periods`]).
+    pub fn new(state: ControlPlane, addr: SocketAddr) -> Option<Arc<Autoscaler>> {
         let cfg = state.config.autoscale.clone();
         if !cfg.enabled {
             tracing::info!("autoscaling is off");
@@ -236,6 +233,12 @@ impl Autoscaler {
             worker_interval_ms = scaler.cfg.worker_interval_ms,
             "autoscaling on"
         );
+        Some(scaler)
+    }
+
+    /// Runs the model, worker and exact periods until `stop` is cancelled.
+    pub fn spawn_periods(self: &Arc<Self>, stop: CancellationToken) {
+        let (scaler, shutdown) = (self, stop);
         let every = |ms: u64| Duration::from_millis(ms.max(10));
         tokio::spawn(periodic(
             scaler.clone(),
@@ -262,7 +265,6 @@ impl Autoscaler {
                 }
             });
         }
-        Some(scaler)
     }
 
     /// Stops the workers the process provider started (the others are left running).
@@ -638,6 +640,7 @@ impl Autoscaler {
             .worker_name(worker)
             .unwrap_or_else(|| worker.to_string());
         events::record(
+            events::DecidedBy::Leader,
             &self.state.db,
             Some(app),
             Some(variant),
@@ -888,6 +891,7 @@ impl Autoscaler {
         let worker = (!worker.is_empty()).then_some(worker);
         if apps.is_empty() {
             events::record(
+                events::DecidedBy::Leader,
                 &self.state.db,
                 None,
                 None,
@@ -901,6 +905,7 @@ impl Autoscaler {
         }
         for app in apps {
             events::record(
+                events::DecidedBy::Leader,
                 &self.state.db,
                 Some(app),
                 None,

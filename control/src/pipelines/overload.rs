@@ -530,6 +530,7 @@ pub async fn carry_out(
                 cost_before_per_s: 0.0,
                 cost_after_per_s: 0.0,
                 created_at_ms: infaas_core::time::now_ms(),
+                fenced: true,
             };
             if let Err(e) = state.db.add_scaling_event(&event).await {
                 tracing::warn!(error = %e, "cannot record an accuracy-scaling event");

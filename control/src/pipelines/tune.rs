@@ -206,6 +206,7 @@ async fn record(
         cost_before_per_s: 0.0,
         cost_after_per_s: 0.0,
         created_at_ms: infaas_core::time::now_ms(),
+        fenced: true,
     };
     if let Err(e) = state.db.add_scaling_event(&event).await {
         tracing::warn!(error = %e, "cannot record a tuner action");

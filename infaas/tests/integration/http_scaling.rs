@@ -56,6 +56,7 @@ async fn event(s: &TestServer, t: &TestTenant, app: &str, action: &str, at: i64)
             cost_before_per_s: 1e-5,
             cost_after_per_s: 2e-5,
             created_at_ms: at,
+            fenced: true,
         })
         .await
         .unwrap();

@@ -27,6 +27,7 @@ mod pipelines;
 mod pruning;
 mod real_models;
 mod registry;
+mod replicas;
 mod sdk_clients;
 mod serving;
 mod sim_cli;

@@ -2,6 +2,7 @@
 //! that one set of queries serves both. Queries use `$N` placeholders, which both accept.
 
 pub mod jobs;
+pub mod leases;
 mod models;
 mod objects;
 mod pipelines;
@@ -19,6 +20,7 @@ use sqlx::AnyPool;
 use crate::StoreError;
 
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
+pub use leases::{Lease, ReplicaRow, LEADER_LEASE};
 pub use models::{CatalogEntry, NewModel, NewVariant, PruneMark, PrunedVariant};
 pub use objects::ObjectRecord;
 pub use pipelines::PipelineRow;
@@ -50,6 +52,8 @@ impl DbKind {
 pub struct Db {
     pool: AnyPool,
     kind: DbKind,
+    /// The fencing token of this process's leader writes ([`leases`]); shared by its clones.
+    fence: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl Db {
@@ -98,7 +102,11 @@ impl Db {
                 .execute(&pool)
                 .await?;
         }
-        let db = Db { pool, kind };
+        let db = Db {
+            pool,
+            kind,
+            fence: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(leases::UNFENCED)),
+        };
         db.migrate().await?;
         Ok(db)
     }

@@ -40,6 +40,10 @@ pub struct NewScalingEvent {
     pub cost_after_per_s: f64,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// A decision of a leader loop (autoscaler, tuner, overload manager): refused with
+    /// [`StoreError::Fenced`] once this process has lost the leader lease. A load started by
+    /// the query path of any replica is not fenced.
+    pub fenced: bool,
 }
 
 /// An offline job's state and progress.
@@ -96,28 +100,40 @@ impl Db {
         rows.iter().map(event_from_row).collect()
     }
 
-    /// Stores a scaling decision; returns its id.
+    /// Stores a scaling decision; returns its id. A fenced one (`e.fenced`) is refused with
+    /// [`StoreError::Fenced`] once this process has lost the leader lease.
     pub async fn add_scaling_event(&self, e: &NewScalingEvent) -> Result<String, StoreError> {
         let id = uuid::Uuid::new_v4().to_string();
-        sqlx::query(
+        let fence = if e.fenced {
+            self.fence()
+        } else {
+            super::leases::UNFENCED
+        };
+        let sql = format!(
             "INSERT INTO scaling_events (id, tenant_id, app_id, variant_id, worker_id, action, reason, \
              cost_before_per_s, cost_after_per_s, created_at) \
-             VALUES ($1, $2, (SELECT id FROM applications WHERE tenant_id = $3 AND name = $4), \
-             $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(&id)
-        .bind(e.tenant_id.as_deref())
-        .bind(e.tenant_id.as_deref())
-        .bind(e.app.as_deref())
-        .bind(e.variant_id.as_deref())
-        .bind(e.worker.as_deref())
-        .bind(&e.action)
-        .bind(&e.reason)
-        .bind(e.cost_before_per_s)
-        .bind(e.cost_after_per_s)
-        .bind(e.created_at_ms)
-        .execute(self.pool())
-        .await?;
+             SELECT $1, $2, (SELECT id FROM applications WHERE tenant_id = $3 AND name = $4), \
+             $5, $6, $7, $8, $9, $10, $11 WHERE {}",
+            Db::fence_condition(12)
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&id)
+            .bind(e.tenant_id.as_deref())
+            .bind(e.tenant_id.as_deref())
+            .bind(e.app.as_deref())
+            .bind(e.variant_id.as_deref())
+            .bind(e.worker.as_deref())
+            .bind(&e.action)
+            .bind(&e.reason)
+            .bind(e.cost_before_per_s)
+            .bind(e.cost_after_per_s)
+            .bind(e.created_at_ms)
+            .bind(fence)
+            .execute(self.pool())
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::Fenced { token: fence });
+        }
         Ok(id)
     }
 

@@ -10,8 +10,8 @@ use infaas_core::{Model, Variant};
 use infaas_protocol::v1::PrunedVariantView;
 use infaas_web::dashboard::{
     percent_of, AppPage, AppsPage, InstanceRef, InstanceRow, JobForm, JobRow, JobsPage,
-    LatencyCell, LoadingRow, ModelPage, ModelRow, ModelsPage, ScalingPage, ScalingRow, TryForm,
-    TryResult, VariantRow, WorkerRow, WorkersPage,
+    LatencyCell, LoadingRow, ModelPage, ModelRow, ModelsPage, ReplicaRow, ScalingPage, ScalingRow,
+    TryForm, TryResult, VariantRow, WorkerRow, WorkersPage,
 };
 use infaas_web::format;
 
@@ -388,11 +388,24 @@ pub async fn workers(State(state): State<AppState>, session: Session) -> PageRes
                 .collect(),
         })
         .collect();
+    let cluster = crate::routes::cluster::cluster_status(&state).await?;
     render(
         StatusCode::OK,
         &WorkersPage {
             layout: session.layout(&state, "workers").await?,
             workers,
+            replicas: cluster
+                .replicas
+                .into_iter()
+                .map(|r| ReplicaRow {
+                    this: r.id == cluster.replica,
+                    up: format::elapsed(r.seen_ms - r.started_ms),
+                    id: r.id,
+                    address: r.address,
+                    leader: r.leader,
+                })
+                .collect(),
+            lease_token: cluster.leader.token,
         },
     )
 }

@@ -215,6 +215,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/cluster": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The controller replicas on this database and the one that leads the cluster's loops. */
+        get: operations["cluster"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/files": {
         parameters: {
             query?: never;
@@ -667,6 +684,27 @@ export interface components {
             models: string[];
             name: string;
         };
+        /** @description `GET /v1/cluster`: the replica that answered, the leader, every live replica. */
+        ClusterStatus: {
+            /** @description That replica leads. */
+            is_leader: boolean;
+            leader: components["schemas"]["LeaderStatus"];
+            /**
+             * Format: int64
+             * @description Changes of leadership the answering replica has seen since it started.
+             */
+            leadership_changes: number;
+            /** Format: int64 */
+            lease_renew_ms: number;
+            /**
+             * Format: int64
+             * @description Lease period and renewal interval, in ms.
+             */
+            lease_ttl_ms: number;
+            /** @description The replica that answered this request. */
+            replica: string;
+            replicas: components["schemas"]["ReplicaStatus"][];
+        };
         /**
          * @description How a combine node merges its sources, row by row.
          * @enum {string}
@@ -908,6 +946,22 @@ export interface components {
              * @description Rows per second at this batch size.
              */
             throughput_per_s: number;
+        };
+        /** @description The leader lease as a replica sees it. */
+        LeaderStatus: {
+            /** @description Where the leader listens. */
+            address?: string | null;
+            /**
+             * @description The replica that holds the lease; absent while none does (the previous leader died
+             *     and its lease has not lapsed yet, or it lapsed and no replica has taken it).
+             */
+            replica?: string | null;
+            /**
+             * Format: int64
+             * @description The lease's fencing token: raised at every change of leader; the leader's scaling
+             *     decisions carry it, and a deposed leader's are refused.
+             */
+            token: number;
         };
         /**
          * @description A load under way for queries (selection sends further queries for the variant to it, and
@@ -1320,8 +1374,15 @@ export interface components {
         Readiness: {
             /** @description `ok` or the error of the database check. */
             database: string;
+            /**
+             * @description This replica holds the leader lease (runs the cluster's autoscaling, tuner and
+             *     overload loops); every replica serves queries alike.
+             */
+            leader: boolean;
             /** @description `ok` or the error of the object-store check. */
             object_store: string;
+            /** @description This controller replica's id. */
+            replica: string;
             /** @description `ready` or `not_ready`. */
             status: string;
         };
@@ -1359,6 +1420,24 @@ export interface components {
              * @description NPZ with `x` (or `x.<input>` per input) and integer labels `y`.
              */
             validation: string;
+        };
+        /** @description One replica that has announced itself within the last lease period or two. */
+        ReplicaStatus: {
+            /** @description Where it listens. */
+            address: string;
+            id: string;
+            /** @description It holds the leader lease. */
+            leader: boolean;
+            /**
+             * Format: int64
+             * @description When it last renewed its announcement.
+             */
+            seen_ms: number;
+            /**
+             * Format: int64
+             * @description When it first announced itself (ms since the Unix epoch, the database's clock).
+             */
+            started_ms: number;
         };
         ScalingEvent: {
             /**
@@ -2486,6 +2565,44 @@ export interface operations {
             /** @description Content-Type is not application/json */
             415: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cluster: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ClusterStatus"];
+                };
+            };
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The tenant's rate limit is exceeded; retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -5,6 +5,7 @@ from .app_detail import AppDetail
 from .app_forecast import AppForecast
 from .app_list import AppList
 from .app_summary import AppSummary
+from .cluster_status import ClusterStatus
 from .combiner import Combiner
 from .create_key_request import CreateKeyRequest
 from .created_key import CreatedKey
@@ -24,6 +25,7 @@ from .job_view import JobView
 from .key_list import KeyList
 from .key_role import KeyRole
 from .latency_view import LatencyView
+from .leader_status import LeaderStatus
 from .loading_view import LoadingView
 from .me import Me
 from .model_list import ModelList
@@ -56,6 +58,7 @@ from .quota_view import QuotaView
 from .readiness import Readiness
 from .recorded_trace import RecordedTrace
 from .register_form import RegisterForm
+from .replica_status import ReplicaStatus
 from .scaling_event import ScalingEvent
 from .scaling_events import ScalingEvents
 from .tensor_json import TensorJson
@@ -88,6 +91,7 @@ __all__ = (
     "AppForecast",
     "AppList",
     "AppSummary",
+    "ClusterStatus",
     "Combiner",
     "CreatedKey",
     "CreateKeyRequest",
@@ -107,6 +111,7 @@ __all__ = (
     "KeyList",
     "KeyRole",
     "LatencyView",
+    "LeaderStatus",
     "LoadingView",
     "Me",
     "ModelList",
@@ -139,6 +144,7 @@ __all__ = (
     "Readiness",
     "RecordedTrace",
     "RegisterForm",
+    "ReplicaStatus",
     "ScalingEvent",
     "ScalingEvents",
     "TensorJson",

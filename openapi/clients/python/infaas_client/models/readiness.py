@@ -14,19 +14,28 @@ class Readiness:
     """
     Attributes:
         database (str): `ok` or the error of the database check.
+        leader (bool): This replica holds the leader lease (runs the cluster's autoscaling, tuner and
+            overload loops); every replica serves queries alike.
         object_store (str): `ok` or the error of the object-store check.
+        replica (str): This controller replica's id.
         status (str): `ready` or `not_ready`.
     """
 
     database: str
+    leader: bool
     object_store: str
+    replica: str
     status: str
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         database = self.database
 
+        leader = self.leader
+
         object_store = self.object_store
+
+        replica = self.replica
 
         status = self.status
 
@@ -35,7 +44,9 @@ class Readiness:
         field_dict.update(
             {
                 "database": database,
+                "leader": leader,
                 "object_store": object_store,
+                "replica": replica,
                 "status": status,
             }
         )
@@ -47,13 +58,19 @@ class Readiness:
         d = dict(src_dict)
         database = d.pop("database")
 
+        leader = d.pop("leader")
+
         object_store = d.pop("object_store")
+
+        replica = d.pop("replica")
 
         status = d.pop("status")
 
         readiness = cls(
             database=database,
+            leader=leader,
             object_store=object_store,
+            replica=replica,
             status=status,
         )
 

@@ -1,0 +1,238 @@
+//! Controller replicas on one database: one leader, failover after a kill -9 and after a
+//! SIGTERM, and the refusal of a second replica on the embedded SQLite default. The replicas
+//! are `infaas serve` processes (a kill -9 must be a real one); the test reads the lease from
+//! the database beside them.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use infaas_store::{Db, LEADER_LEASE};
+use infaas_testing::platform::backends::Backends;
+use serde_json::Value;
+
+/// An `infaas serve` process on `b`, listening on a port of its own.
+struct Replica {
+    child: Child,
+    base: String,
+}
+
+impl Replica {
+    fn start(b: &Backends) -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let data = b.dir.path().join(format!("replica-{port}"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_infaas"));
+        cmd.env_remove("INFAAS_CONFIG")
+            .env("INFAAS_LISTEN", format!("127.0.0.1:{port}"))
+            .env("INFAAS_GRPC_LISTEN", "off")
+            .env("INFAAS_DATA_DIR", &data)
+            .env("INFAAS_DATABASE_URL", &b.database_url)
+            .env("INFAAS_OBJECT_STORE", &b.object_store)
+            .env("INFAAS_LOG_LEVEL", "warn")
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(endpoint) = &b.s3_endpoint {
+            cmd.env("INFAAS_S3_ENDPOINT", endpoint);
+        }
+        Replica {
+            child: cmd.spawn().expect("starting infaas serve"),
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// `/readyz`, or `None` while the replica does not answer.
+    async fn ready(&self, http: &reqwest::Client) -> Option<Value> {
+        let r = http
+            .get(format!("{}/readyz", self.base))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
+    }
+
+    /// Sends `signal` (`-KILL`, `-TERM`) to the process.
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal}");
+    }
+
+    fn id(ready: &Value) -> String {
+        ready["replica"].as_str().unwrap_or_default().to_string()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until every replica answers `/readyz`; returns their ids.
+async fn all_ready(replicas: &[Replica], http: &reqwest::Client) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ids = vec![None; replicas.len()];
+    while ids.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "replicas not ready: {ids:?}");
+        for (i, r) in replicas.iter().enumerate() {
+            if ids[i].is_none() {
+                if let Some(v) = r.ready(http).await.filter(|v| v["status"] == "ready") {
+                    ids[i] = Some(Replica::id(&v));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ids.into_iter().flatten().collect()
+}
+
+/// The replica (by index, among `alive`) that says it leads, with the lease's token, once
+/// exactly one does and the database agrees.
+async fn one_leader(
+    replicas: &[Replica],
+    alive: &[usize],
+    ids: &[String],
+    db: &Db,
+    http: &reqwest::Client,
+    within: Duration,
+) -> (usize, i64) {
+    let deadline = Instant::now() + within;
+    loop {
+        let mut leaders = Vec::new();
+        for &i in alive {
+            if let Some(v) = replicas[i].ready(http).await {
+                if v["leader"] == true {
+                    leaders.push(i);
+                }
+            }
+        }
+        let lease = db.lease(LEADER_LEASE).await.expect("reading the lease");
+        if let ([i], Some(l)) = (leaders.as_slice(), &lease) {
+            if l.held_by(&ids[*i]) {
+                return (*i, l.token);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no single leader within {within:?}: leaders {leaders:?}, lease {lease:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Three replicas on Postgres and S3 elect one leader; a kill -9 of the leader hands the
+/// lease to another replica within 10 s with a higher token; a SIGTERM of the next leader
+/// hands it over at once (it releases the lease); the survivors keep answering throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_elect_one_leader_and_fail_over() {
+    let Some(b) = Backends::services().await else {
+        return;
+    };
+    let db = Db::connect(&b.database_url)
+        .await
+        .expect("the test's schema");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("a client");
+    let mut replicas: Vec<Replica> = (0..3).map(|_| Replica::start(&b)).collect();
+    let ids = all_ready(&replicas, &http).await;
+    let (first, token) = one_leader(
+        &replicas,
+        &[0, 1, 2],
+        &ids,
+        &db,
+        &http,
+        Duration::from_secs(10),
+    )
+    .await;
+
+    // kill -9: no release; the lease lapses and another replica takes it.
+    replicas[first].signal("-KILL");
+    let killed_at = Instant::now();
+    let rest: Vec<usize> = (0..3).filter(|i| *i != first).collect();
+    let (second, token2) =
+        one_leader(&replicas, &rest, &ids, &db, &http, Duration::from_secs(10)).await;
+    let failover = killed_at.elapsed();
+    assert!(
+        token2 > token,
+        "the new leader's token {token2} is above {token}"
+    );
+    assert!(
+        failover < Duration::from_secs(10),
+        "failover took {failover:?}"
+    );
+    for &i in &rest {
+        assert!(
+            replicas[i].ready(&http).await.is_some(),
+            "{} stopped answering",
+            replicas[i].base
+        );
+    }
+
+    // SIGTERM: the leader drains and releases the lease; the last replica leads at once.
+    replicas[second].signal("-TERM");
+    let termed_at = Instant::now();
+    let last: Vec<usize> = rest.iter().copied().filter(|i| *i != second).collect();
+    let (third, token3) =
+        one_leader(&replicas, &last, &ids, &db, &http, Duration::from_secs(5)).await;
+    let handover = termed_at.elapsed();
+    assert!(token3 > token2);
+    assert!(
+        handover < Duration::from_secs(4),
+        "a stopping leader hands over within a renewal or two, not a lease period: {handover:?}"
+    );
+    let exit = replicas[second]
+        .child
+        .wait()
+        .expect("the stopped replica's status");
+    assert!(exit.success(), "SIGTERM drains and exits 0: {exit:?}");
+    println!(
+        "leader {} (token {token}) killed: {} leads after {:.1} s (token {token2}); \
+         it stopped by SIGTERM: {} leads after {:.1} s (token {token3})",
+        ids[first],
+        ids[second],
+        failover.as_secs_f64(),
+        ids[third],
+        handover.as_secs_f64()
+    );
+    replicas.clear();
+}
+
+/// The embedded default (SQLite and a local directory) holds one replica: a second `serve`
+/// on the same files exits with a message naming the way to run several.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_replica_on_sqlite_is_refused() {
+    let b = Backends::embedded();
+    let http = reqwest::Client::new();
+    let first = Replica::start(&b);
+    all_ready(std::slice::from_ref(&first), &http).await;
+    let second = Replica::start(&b);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut second = second;
+        let child = std::mem::replace(
+            &mut second.child,
+            Command::new("true").spawn().expect("a placeholder process"),
+        );
+        child.wait_with_output()
+    })
+    .await
+    .expect("joined")
+    .expect("the second replica's output");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the second replica ran: {stderr}");
+    assert!(
+        stderr.contains("SQLite") && stderr.contains("postgres://"),
+        "the refusal names the problem and the way out: {stderr}"
+    );
+    // The first replica still serves.
+    let v = first.ready(&http).await.expect("the first replica answers");
+    assert_eq!(v["status"], "ready");
+    assert_eq!(v["leader"], true);
+}
