@@ -98,6 +98,10 @@ pub struct Config {
     /// Let job webhooks reach loopback, private and link-local addresses (off: a tenant's
     /// webhook cannot probe the platform's own network).
     pub job_webhook_allow_private: bool,
+    /// URL the workers and the other controller replicas reach this controller at (default:
+    /// `http://` and the address it listens on, `127.0.0.1` for an unspecified address). Workers
+    /// learn every replica's URL from the heartbeat answers and report to each.
+    pub advertise_url: Option<String>,
     /// Name a worker process registers under (default: `worker-` and a random suffix). The
     /// Kubernetes worker manifest sets it to the pod's name.
     pub worker_name: Option<String>,
@@ -395,6 +399,7 @@ impl Default for Config {
             job_lease_ms: 10_000,
             job_webhook_allow_private: false,
             worker_name: None,
+            advertise_url: None,
             worker_advertise_url: None,
             simulated_gpu_profile: None,
             kubernetes_namespace: None,
@@ -484,6 +489,8 @@ pub struct Overrides {
     pub job_lease_ms: Option<u64>,
     #[arg(long, env = "INFAAS_JOB_WEBHOOK_ALLOW_PRIVATE", global = true)]
     pub job_webhook_allow_private: Option<bool>,
+    #[arg(long, env = "INFAAS_ADVERTISE_URL", global = true)]
+    pub advertise_url: Option<String>,
     #[arg(long, env = "INFAAS_WORKER_NAME", global = true)]
     pub worker_name: Option<String>,
     #[arg(long, env = "INFAAS_WORKER_ADVERTISE_URL", global = true)]
@@ -641,6 +648,7 @@ impl Config {
             worker_thread_budget,
             worker_memory_bytes,
             worker_name,
+            advertise_url,
             worker_advertise_url,
             simulated_gpu_profile,
             kubernetes_namespace

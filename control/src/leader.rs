@@ -69,6 +69,9 @@ pub struct Leadership {
     view: watch::Sender<LeaderView>,
     /// When the lease was last renewed by this replica (to step down before it can lapse).
     renewed: std::sync::Mutex<Option<Instant>>,
+    /// The URLs of the live replicas (this one included), as last read from the database:
+    /// what a worker's heartbeat is answered with.
+    peers: std::sync::Mutex<Vec<String>>,
 }
 
 impl Leadership {
@@ -88,6 +91,7 @@ impl Leadership {
             settings,
             view,
             renewed: std::sync::Mutex::new(None),
+            peers: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -110,6 +114,22 @@ impl Leadership {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The URLs of the live replicas, this one first (a worker's heartbeat answer).
+    pub fn peers(&self) -> Vec<String> {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let own = self.address();
+        peers.retain(|p| *p != own);
+        if !own.is_empty() {
+            peers.insert(0, own);
+        }
+        peers
+    }
+
+    /// Keeps the live replicas' URLs (read by the election loop every round).
+    pub fn set_peers(&self, peers: Vec<String>) {
+        *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = peers;
     }
 
     pub fn view(&self) -> LeaderView {

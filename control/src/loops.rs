@@ -46,7 +46,14 @@ pub fn start(
         Duration::from_secs(5),
         shutdown.clone(),
     ));
-    control.leadership.set_address(controller.to_string());
+    control.leadership.set_address(
+        control
+            .config
+            .advertise_url
+            .clone()
+            .map(|u| u.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| crate::autoscaler::controller_url(controller)),
+    );
     let autoscaler = Autoscaler::new(control.clone(), controller);
     let election = tokio::spawn(elect(control.clone(), autoscaler.clone(), shutdown.clone()));
     Loops {
@@ -79,6 +86,12 @@ async fn elect(
         {
             Ok(()) => announced = true,
             Err(e) => tracing::warn!(error = %e, "cannot announce this replica"),
+        }
+        // Every replica seen within two lease periods: the URLs workers report to.
+        let within = i64::try_from(2 * leadership.settings().ttl.as_millis()).unwrap_or(i64::MAX);
+        match control.db.live_replicas(within).await {
+            Ok(rows) => leadership.set_peers(rows.into_iter().map(|r| r.address).collect()),
+            Err(e) => tracing::warn!(error = %e, "cannot read the live replicas"),
         }
         match leadership.step(&control.db).await {
             Transition::Gained => {

@@ -15,4 +15,4 @@ pub mod wire;
 pub use call::{CallError, Worker};
 pub use client::RemoteWorker;
 pub use node::{NodeConfig, WorkerError, WorkerNode};
-pub use wire::{Heartbeat, InstanceReport, LoadRequest, LoadedReport, WorkerInfo};
+pub use wire::{Heartbeat, HeartbeatAnswer, InstanceReport, LoadRequest, LoadedReport, WorkerInfo};

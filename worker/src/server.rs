@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::CallError;
 use crate::node::{WorkerError, WorkerNode};
-use crate::wire::LoadRequest;
+use crate::wire::{HeartbeatAnswer, LoadRequest};
 
 #[derive(Clone)]
 struct WorkerState {
@@ -256,6 +256,105 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Rounds a learned controller may miss before the worker stops reporting to it.
+const FORGET_AFTER_MISSES: u32 = 10;
+
+/// The controllers a worker reports to: the one it was started with (always kept) and the
+/// replicas the answers name (forgotten after [`FORGET_AFTER_MISSES`] failed rounds in a row
+/// unless an answer names them again).
+#[derive(Debug, Default)]
+struct Controllers {
+    configured: String,
+    /// URL -> failed rounds in a row.
+    learned: std::collections::BTreeMap<String, u32>,
+    /// URLs whose failure was already logged.
+    warned: std::collections::BTreeSet<String>,
+}
+
+impl Controllers {
+    fn new(configured: &str) -> Controllers {
+        Controllers {
+            configured: configured.trim_end_matches('/').to_string(),
+            ..Controllers::default()
+        }
+    }
+
+    fn all(&self) -> Vec<String> {
+        let mut all = vec![self.configured.clone()];
+        all.extend(
+            self.learned
+                .keys()
+                .filter(|u| **u != self.configured)
+                .cloned(),
+        );
+        all
+    }
+
+    /// Takes one round's outcome for `url`: the answer's controllers, or a failure.
+    fn record(&mut self, url: &str, outcome: Result<HeartbeatAnswer, String>) {
+        match outcome {
+            Ok(answer) => {
+                if self.warned.remove(url) {
+                    tracing::info!(controller = %url, "the controller answers heartbeats again");
+                }
+                if let Some(misses) = self.learned.get_mut(url) {
+                    *misses = 0;
+                }
+                for c in answer.controllers {
+                    let c = c.trim_end_matches('/').to_string();
+                    if c != self.configured && !self.learned.contains_key(&c) {
+                        tracing::info!(controller = %c, "reporting to another controller replica");
+                        self.learned.insert(c, 0);
+                    }
+                }
+            }
+            Err(e) => {
+                if self.warned.insert(url.to_string()) {
+                    tracing::warn!(controller = %url, error = %e, "a controller did not take a heartbeat");
+                }
+                if let Some(misses) = self.learned.get_mut(url) {
+                    *misses += 1;
+                    if *misses >= FORGET_AFTER_MISSES {
+                        tracing::info!(controller = %url, "forgetting a controller replica that stopped answering");
+                        self.learned.remove(url);
+                        self.warned.remove(url);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sends one heartbeat to `url`; the answer (an empty one from a controller that lists no
+/// replicas).
+async fn beat_once(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    beat: &crate::Heartbeat,
+) -> Result<HeartbeatAnswer, String> {
+    let r = http
+        .post(format!("{url}/cluster/heartbeat"))
+        .bearer_auth(token)
+        .json(beat)
+        .send()
+        .await
+        .map_err(|e| format!("cannot reach the controller: {e}"))?;
+    if !r.status().is_success() {
+        return Err(format!(
+            "the controller refused a heartbeat: {}",
+            r.status()
+        ));
+    }
+    if r.status() == reqwest::StatusCode::NO_CONTENT {
+        return Ok(HeartbeatAnswer::default());
+    }
+    r.json::<HeartbeatAnswer>()
+        .await
+        .map_err(|e| format!("an unreadable heartbeat answer: {e}"))
+}
+
+/// Every second, a heartbeat to every controller the worker knows, all at once.
 async fn heartbeat_loop(
     node: Arc<WorkerNode>,
     controller: String,
@@ -266,24 +365,15 @@ async fn heartbeat_loop(
         .timeout(Duration::from_secs(2))
         .build()
         .unwrap_or_default();
-    let url = format!("{}/cluster/heartbeat", controller.trim_end_matches('/'));
-    let mut warned = false;
+    let mut controllers = Controllers::new(&controller);
     loop {
         let beat = node.heartbeat();
-        match http.post(&url).bearer_auth(&token).json(&beat).send().await {
-            Ok(r) if r.status().is_success() => warned = false,
-            Ok(r) => {
-                if !warned {
-                    tracing::warn!(status = %r.status(), "the controller refused a heartbeat");
-                    warned = true;
-                }
-            }
-            Err(e) => {
-                if !warned {
-                    tracing::warn!(error = %e, "cannot reach the controller");
-                    warned = true;
-                }
-            }
+        let urls = controllers.all();
+        let outcomes =
+            futures::future::join_all(urls.iter().map(|u| beat_once(&http, u, &token, &beat)))
+                .await;
+        for (url, outcome) in urls.iter().zip(outcomes) {
+            controllers.record(url, outcome);
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -296,6 +386,52 @@ async fn heartbeat_loop(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use axum::serve::Listener;
+
+    use super::{Controllers, FORGET_AFTER_MISSES};
+    use crate::HeartbeatAnswer;
+
+    fn answer(urls: &[&str]) -> Result<HeartbeatAnswer, String> {
+        Ok(HeartbeatAnswer {
+            controllers: urls.iter().map(|u| u.to_string()).collect(),
+        })
+    }
+
+    #[test]
+    fn a_worker_reports_to_every_replica_it_learns_and_forgets_the_dead_ones() {
+        let mut c = Controllers::new("http://lb:8080/");
+        assert_eq!(c.all(), ["http://lb:8080"]);
+        c.record(
+            "http://lb:8080",
+            answer(&["http://a:8080", "http://b:8080/"]),
+        );
+        assert_eq!(
+            c.all(),
+            ["http://lb:8080", "http://a:8080", "http://b:8080"]
+        );
+        // b dies: its misses count; a answer in between resets nothing of b's.
+        for _ in 0..FORGET_AFTER_MISSES - 1 {
+            c.record("http://b:8080", Err("refused".into()));
+            c.record("http://a:8080", answer(&["http://a:8080"]));
+        }
+        assert_eq!(
+            c.all().len(),
+            3,
+            "not forgotten before {FORGET_AFTER_MISSES} misses"
+        );
+        c.record("http://b:8080", Err("refused".into()));
+        assert_eq!(c.all(), ["http://lb:8080", "http://a:8080"]);
+        // The configured controller is never forgotten, however long it is down.
+        for _ in 0..2 * FORGET_AFTER_MISSES {
+            c.record("http://lb:8080", Err("down".into()));
+        }
+        assert_eq!(c.all(), ["http://lb:8080", "http://a:8080"]);
+        // b comes back and an answer names it again.
+        c.record("http://a:8080", answer(&["http://a:8080", "http://b:8080"]));
+        assert_eq!(
+            c.all(),
+            ["http://lb:8080", "http://a:8080", "http://b:8080"]
+        );
+    }
 
     #[tokio::test]
     async fn accepted_connections_do_not_wait_to_send() {

@@ -81,3 +81,11 @@ pub struct Heartbeat {
     pub own_utilisation: f64,
     pub instances: Vec<InstanceReport>,
 }
+
+/// A controller's answer to a heartbeat: the URLs of every controller replica of the cluster
+/// (the answering one first). The worker reports to each, so every replica sees it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HeartbeatAnswer {
+    #[serde(default)]
+    pub controllers: Vec<String>,
+}

@@ -2,10 +2,10 @@
 //! workers and usage.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use infaas_core::time::now_ms;
 use infaas_protocol::v1::{ClusterStatus, LeaderStatus, ReplicaStatus};
-use infaas_worker::Heartbeat;
+use infaas_worker::{Heartbeat, HeartbeatAnswer};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -14,12 +14,13 @@ use crate::error::{ApiError, ApiResult, ErrorBody, Json, Query};
 use crate::state::AppState;
 use infaas_worker::server::constant_time_eq;
 
-/// `POST /cluster/heartbeat`: a worker process reports itself (and registers when new).
+/// `POST /cluster/heartbeat`: a worker process reports itself (and registers when new); the
+/// answer lists every controller replica, which the worker reports to as well.
 pub async fn heartbeat(
     State(state): State<AppState>,
     headers: HeaderMap,
     Json(beat): Json<Heartbeat>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<Json<HeartbeatAnswer>> {
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -36,7 +37,9 @@ pub async fn heartbeat(
         ));
     }
     state.cluster.on_heartbeat(beat, &state.cluster_token);
-    Ok(StatusCode::NO_CONTENT)
+    Ok(Json(HeartbeatAnswer {
+        controllers: state.leadership.peers(),
+    }))
 }
 
 #[derive(Serialize, Deserialize, ToSchema)]

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use infaas_store::{Db, LEADER_LEASE};
 use infaas_testing::platform::backends::Backends;
+use infaas_testing::platform::{
+    digit_row, fast_config, open_quotas, ort_library, Platform, Registration, Tenant,
+};
 use serde_json::Value;
 
 /// An `infaas serve` process on `b`, listening on a port of its own.
@@ -235,4 +238,119 @@ async fn a_second_replica_on_sqlite_is_refused() {
     let v = first.ready(&http).await.expect("the first replica answers");
     assert_eq!(v["status"], "ready");
     assert_eq!(v["leader"], true);
+}
+
+/// Live workers with an address (worker processes) that `p` lists, by name.
+async fn process_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
+    let w = p.get(t, "/v1/workers").await;
+    assert_eq!(w.status, reqwest::StatusCode::OK, "{}", w.text);
+    w.body["workers"]
+        .as_array()
+        .expect("a list of workers")
+        .iter()
+        .filter(|w| w["alive"] == true && w["address"].is_string())
+        .cloned()
+        .collect()
+}
+
+/// A query for the digits application through `p`: the id of the worker that answered it.
+async fn query(p: &Platform, t: &Tenant) -> String {
+    let a = p
+        .send(
+            p.http
+                .post(format!("{}/v1/apps/digits/infer", p.base))
+                .bearer_auth(&t.token)
+                .json(&serde_json::json!({"inputs": [digit_row("input", 3)]})),
+        )
+        .await;
+    assert_eq!(a.status, reqwest::StatusCode::OK, "{}", a.text);
+    a.body["worker"].as_str().expect("the worker").to_string()
+}
+
+/// Two replicas on Postgres and S3 whose embedded workers host nothing, and one worker
+/// process started against the first: the worker learns the second replica from the first's
+/// heartbeat answers and reports to both, so a query through either runs on it; when the first
+/// replica stops, the second keeps serving on the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_started_against_one_replica_serves_queries_through_another() {
+    let Some(ort) = ort_library() else { return };
+    let Some(b) = Backends::services().await else {
+        return;
+    };
+    let config = |dir: &str| {
+        let mut c = fast_config(&b, &ort);
+        c.worker_thread_budget = Some(0);
+        c.heartbeat_timeout_ms = 1500;
+        c.data_dir = b.dir.path().join(dir);
+        c
+    };
+    let first = Platform::start(config("first")).await;
+    let second = Platform::start(config("second")).await;
+    let t = first.tenant("acme", open_quotas()).await;
+    first
+        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
+        .await;
+    first
+        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
+        .await;
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_infaas"));
+    cmd.args(["--object-store", &b.object_store, "--log-level", "warn"])
+        .arg("--ort-dylib-path")
+        .arg(&ort)
+        .args([
+            "--worker-thread-budget",
+            "2",
+            "--worker-name",
+            "shared-worker",
+        ])
+        .args(["worker", "--controller", &first.base])
+        .env("INFAAS_CLUSTER_TOKEN", &first.server.state.cluster_token)
+        .stdout(Stdio::null());
+    if let Some(endpoint) = &b.s3_endpoint {
+        cmd.args(["--s3-endpoint", endpoint]);
+    }
+    let mut worker = cmd.spawn().expect("starting a worker process");
+    struct Reap<'a>(&'a mut Child);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _reap = Reap(&mut worker);
+
+    // The second replica learns of the worker from the worker itself.
+    let start = Instant::now();
+    let id = loop {
+        let seen = process_workers(&second, &t).await;
+        if let Some(w) = seen.iter().find(|w| w["name"] == "shared-worker") {
+            break w["id"].as_str().expect("the worker's id").to_string();
+        }
+        let names: Vec<&Value> = seen.iter().map(|w| &w["name"]).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the second replica never saw the worker started against the first: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    println!(
+        "the second replica saw the worker after {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    assert_eq!(query(&second, &t).await, id);
+    assert_eq!(query(&first, &t).await, id);
+
+    // The first replica stops: the worker goes on reporting to the second, which serves.
+    first.stop().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let alive: Vec<Value> = process_workers(&second, &t).await;
+    assert!(
+        alive.iter().any(|w| w["name"] == "shared-worker"),
+        "the worker left the second replica's view when the first stopped: {alive:?}"
+    );
+    for _ in 0..5 {
+        assert_eq!(query(&second, &t).await, id);
+    }
+    second.stop().await;
 }
