@@ -113,6 +113,10 @@ async fn elect(
         stop.cancel();
     }
     leadership.resign(&control.db).await;
+    // The claims this replica holds (registrations it was working on) go to the others now.
+    if let Err(e) = control.db.release_leases_of(leadership.replica()).await {
+        tracing::warn!(error = %e, "cannot release this replica's claims; they lapse by themselves");
+    }
     if announced {
         if let Err(e) = control.db.withdraw_replica(leadership.replica()).await {
             tracing::warn!(error = %e, "cannot withdraw this replica's announcement");

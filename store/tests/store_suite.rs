@@ -1113,6 +1113,20 @@ async fn leases_elect_one_holder_and_fence_a_deposed_one(b: &Backends) {
     assert!(taken.held_by("d"), "{taken:?}");
     assert_eq!(taken.token, 2);
 
+    // A stopping replica lets all its leases lapse at once; dropping one removes it.
+    db.acquire_lease("claim:1", "d", "d:1", minute)
+        .await
+        .unwrap();
+    assert_eq!(db.release_leases_of("d").await.unwrap(), 2);
+    assert!(db.lease("claim:1").await.unwrap().unwrap().expired());
+    db.drop_lease("claim:1", "someone-else").await.unwrap();
+    assert!(
+        db.lease("claim:1").await.unwrap().is_some(),
+        "only its holder drops it"
+    );
+    db.drop_lease("claim:1", "d").await.unwrap();
+    assert!(db.lease("claim:1").await.unwrap().is_none());
+
     // Replicas announce themselves, renew, and withdraw.
     db.announce_replica("a", "10.0.0.1:8080").await.unwrap();
     db.announce_replica("b", "10.0.0.2:8080").await.unwrap();

@@ -19,30 +19,121 @@ use super::upload::{model_key, remove_model_objects};
 
 use crate::platform::ControlPlane;
 
-/// Starts the registry's worker (once): it first resumes unfinished models, then takes new
-/// ones from the queue ([`super::Registry::submit`]).
+/// How long a replica's claim on a registration lasts unless renewed (it renews every third
+/// of it while it works): a registration whose replica died is taken over after this.
+const CLAIM_TTL: Duration = Duration::from_secs(15);
+/// How often every replica looks for unfinished registrations that nobody works on.
+const RESUME_EVERY: Duration = Duration::from_secs(5);
+
+fn claim_name(model_id: &str) -> String {
+    format!("registration:{model_id}")
+}
+
+/// Starts the registry's worker (once): it takes new models from the queue
+/// ([`super::Registry::submit`]) and, every [`RESUME_EVERY`], unfinished ones that no replica
+/// works on (a restart, or a replica that died mid-registration). A registration is worked on
+/// by the one replica that holds its claim (a lease, [`CLAIM_TTL`]), so each step runs once
+/// however many replicas share the database.
 pub fn start(state: ControlPlane, shutdown: CancellationToken) {
     let Some(mut rx) = state.registry.take_receiver() else {
         return;
     };
+    let scan = state.clone();
+    let scan_stop = shutdown.clone();
     tokio::spawn(async move {
-        match state.db.models_in_progress().await {
-            Ok(models) => {
-                for m in models {
-                    tracing::info!(model = %m.name, status = m.status.as_str(), "resuming an unfinished registration");
-                    state.registry.submit(&m.id);
-                }
+        let mut tick = tokio::time::interval(RESUME_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = scan_stop.cancelled() => break,
+                _ = tick.tick() => {}
             }
-            Err(e) => tracing::error!(error = %e, "cannot list unfinished registrations"),
+            resume_unclaimed(&scan).await;
         }
+    });
+    tokio::spawn(async move {
         loop {
             let id = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 id = rx.recv() => match id { Some(id) => id, None => break },
             };
-            process(&state, &id, &shutdown).await;
+            process_claimed(&state, &id, &shutdown).await;
         }
     });
+}
+
+/// Queues the unfinished registrations whose claim is absent or has lapsed.
+async fn resume_unclaimed(state: &ControlPlane) {
+    let models = match state.db.models_in_progress().await {
+        Ok(models) => models,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot list unfinished registrations");
+            return;
+        }
+    };
+    for m in models {
+        match state.db.lease(&claim_name(&m.id)).await {
+            Ok(Some(claim)) if !claim.expired() => {}
+            Ok(_) => {
+                if state.registry.submit_once(&m.id) {
+                    tracing::info!(model = %m.name, status = m.status.as_str(), "resuming an unfinished registration");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(model = %m.name, error = %e, "cannot read a registration's claim")
+            }
+        }
+    }
+}
+
+/// Claims `model_id`'s registration and works on it while renewing the claim; leaves it to
+/// the replica that holds the claim otherwise.
+async fn process_claimed(state: &ControlPlane, model_id: &str, shutdown: &CancellationToken) {
+    let name = claim_name(model_id);
+    let me = state.leadership.replica().to_string();
+    let address = state.leadership.address();
+    let ttl_ms = i64::try_from(CLAIM_TTL.as_millis()).unwrap_or(i64::MAX);
+    match state.db.acquire_lease(&name, &me, &address, ttl_ms).await {
+        Ok(claim) if claim.held_by(&me) => {}
+        Ok(claim) => {
+            tracing::debug!(model_id, holder = %claim.holder, "another replica works on this registration");
+            state.registry.done(model_id);
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(model_id, error = %e, "cannot claim a registration; it is retried later");
+            state.registry.done(model_id);
+            return;
+        }
+    }
+    let renewing = CancellationToken::new();
+    let renew = {
+        let (db, name, me, address, stop) = (
+            state.db.clone(),
+            name.clone(),
+            me.clone(),
+            address.clone(),
+            renewing.clone(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(CLAIM_TTL / 3) => {}
+                }
+                if let Err(e) = db.acquire_lease(&name, &me, &address, ttl_ms).await {
+                    tracing::warn!(error = %e, "cannot renew a registration's claim");
+                }
+            }
+        })
+    };
+    process(state, model_id, shutdown).await;
+    renewing.cancel();
+    let _ = renew.await;
+    if let Err(e) = state.db.drop_lease(&name, &me).await {
+        tracing::warn!(model_id, error = %e, "cannot drop a registration's claim; it lapses by itself");
+    }
+    state.registry.done(model_id);
 }
 
 /// Why the background work of a model stopped early.

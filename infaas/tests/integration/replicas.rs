@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use infaas_store::{Db, LEADER_LEASE};
 use infaas_testing::platform::backends::Backends;
 use infaas_testing::platform::{
-    digit_row, fast_config, open_quotas, ort_library, Platform, Registration, Tenant,
+    digit_row, fast_config, open_quotas, ort_library, zoo_bytes, Platform, Registration, Tenant,
 };
 use serde_json::Value;
 
@@ -21,6 +21,11 @@ struct Replica {
 
 impl Replica {
     fn start(b: &Backends) -> Replica {
+        Replica::start_with(b, &[])
+    }
+
+    /// A replica with more flags (before `serve`).
+    fn start_with(b: &Backends, flags: &[&std::ffi::OsStr]) -> Replica {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -34,6 +39,7 @@ impl Replica {
             .env("INFAAS_DATABASE_URL", &b.database_url)
             .env("INFAAS_OBJECT_STORE", &b.object_store)
             .env("INFAAS_LOG_LEVEL", "warn")
+            .args(flags)
             .arg("serve")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -353,4 +359,122 @@ async fn a_worker_started_against_one_replica_serves_queries_through_another() {
         assert_eq!(query(&second, &t).await, id);
     }
     second.stop().await;
+}
+
+/// A registration whose replica is killed mid-way is finished by another replica: the first
+/// holds the registration's claim while it profiles; after a kill -9 the claim lapses and the
+/// second takes it over, profiling only what was left, each variant once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_whose_replica_dies_is_finished_by_another() {
+    let Some(ort) = ort_library() else { return };
+    let Some(b) = Backends::services().await else {
+        return;
+    };
+    let survivor = Platform::start(infaas_control::config::Config {
+        data_dir: b.dir.path().join("survivor"),
+        ..fast_config(&b, &ort)
+    })
+    .await;
+    let t = survivor.tenant("acme", open_quotas()).await;
+    // The first replica profiles slowly, so it dies with the registration half done.
+    let doomed = Replica::start_with(
+        &b,
+        &[
+            "--ort-dylib-path".as_ref(),
+            ort.as_os_str(),
+            "--profile-runs".as_ref(),
+            "200".as_ref(),
+            "--profile-max-ms-per-batch".as_ref(),
+            "300".as_ref(),
+        ],
+    );
+    let http = reqwest::Client::new();
+    all_ready(std::slice::from_ref(&doomed), &http).await;
+    let name = "digits-mlp-l";
+    let form = reqwest::multipart::Form::new()
+        .text("name", name)
+        .text("app", "digits")
+        .part(
+            "model",
+            reqwest::multipart::Part::bytes(zoo_bytes("digits-mlp-l.onnx"))
+                .file_name("digits-mlp-l.onnx"),
+        )
+        .part(
+            "validation",
+            reqwest::multipart::Part::bytes(zoo_bytes("digits-val.npz"))
+                .file_name("digits-val.npz"),
+        );
+    let r = http
+        .post(format!("{}/v1/models", doomed.base))
+        .bearer_auth(&t.token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("registering through the first replica");
+    assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
+    let id = survivor
+        .db()
+        .get_model(&t.id, name)
+        .await
+        .expect("the model")
+        .id;
+    let claim = format!("registration:{id}");
+
+    // The first replica claims it and profiles some variants; then it is killed.
+    let start = Instant::now();
+    let first_holder = loop {
+        let m = survivor.model(&t, name).await;
+        let profiled = m["variants"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["status"] == "profiled"));
+        let lease = survivor.db().lease(&claim).await.expect("the claim");
+        if let (true, Some(l)) = (profiled, lease) {
+            break l.holder;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the first replica never got to profiling: {m}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_ne!(first_holder, survivor.server.state.leadership.replica());
+    doomed.signal("-KILL");
+    let killed_at = Instant::now();
+
+    let m = survivor
+        .wait_ready(&t, name, Duration::from_secs(240))
+        .await;
+    let names: Vec<&str> = m["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .chain(m["pruned"].as_array().expect("pruned").iter())
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(
+        names.len(),
+        unique.len(),
+        "a variant stored twice: {names:?}"
+    );
+    assert_eq!(
+        unique.len(),
+        42,
+        "3 files x 2 thread counts x 7 batch sizes: {names:?}"
+    );
+    assert!(
+        survivor
+            .db()
+            .lease(&claim)
+            .await
+            .expect("the claim")
+            .is_none(),
+        "the finished registration's claim is dropped"
+    );
+    println!(
+        "the registration was finished by the surviving replica {:.1} s after the kill",
+        killed_at.elapsed().as_secs_f64()
+    );
+    drop(doomed);
+    survivor.stop().await;
 }

@@ -145,6 +145,26 @@ impl Db {
         Ok(done.rows_affected() > 0)
     }
 
+    /// Lets every lease of `holder` lapse now (a replica stopping: its claims go to the others
+    /// at once).
+    pub async fn release_leases_of(&self, holder: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("UPDATE leases SET expires_ms = 0 WHERE holder = $1")
+            .bind(holder)
+            .execute(self.pool())
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Removes lease `name` if `holder` has it (the work it guarded is done).
+    pub async fn drop_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
+            .bind(name)
+            .bind(holder)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+
     /// The fencing token this process's leader writes carry: the token of the leader lease it
     /// holds, [`DEPOSED`] after it lost it, [`UNFENCED`] when it never took part.
     pub fn set_fence(&self, token: i64) {
