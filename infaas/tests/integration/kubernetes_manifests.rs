@@ -326,3 +326,39 @@ fn rbac_grants_exactly_what_the_provider_uses() {
         .collect();
     assert_eq!(granted, required);
 }
+
+/// Several controller replicas behind the Service: each advertises its pod IP to the workers
+/// and the other replicas, hosts nothing on its embedded worker, is ready on `/readyz`, drains
+/// within its termination grace period, and a PodDisruptionBudget keeps all but one up.
+#[test]
+fn the_controller_runs_as_several_replicas() {
+    let docs = documents();
+    let controller = find(&docs, "Deployment", "infaas-controller");
+    let replicas = controller["spec"]["replicas"].as_u64().expect("replicas");
+    assert!(
+        replicas >= 3,
+        "one leader and two replicas to fail over to: {replicas}"
+    );
+    let e = env(container(controller));
+    assert_eq!(s(&e["POD_IP"]["fieldRef"]["fieldPath"]), "status.podIP");
+    assert_eq!(s(&e["INFAAS_ADVERTISE_URL"]), "http://$(POD_IP):8080");
+    assert_eq!(s(&e["INFAAS_WORKER_THREAD_BUDGET"]), "0");
+    assert_eq!(
+        s(&container(controller)["readinessProbe"]["httpGet"]["path"]),
+        "/readyz"
+    );
+    let grace = controller["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("a termination grace period");
+    let drain = infaas_control::config::Config::default().shutdown_grace_secs;
+    assert!(
+        grace > drain,
+        "the kubelet waits {grace} s, the drain takes up to {drain} s"
+    );
+    let pdb = find(&docs, "PodDisruptionBudget", "infaas-controller");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(
+        labels(&pdb["spec"]["selector"]["matchLabels"]),
+        labels(&controller["spec"]["selector"]["matchLabels"])
+    );
+}
