@@ -61,7 +61,7 @@ fi
 # build (the CBC solver of the default build comes from setup.sh, BUILD_DEBS);
 # chromium + chromium-driver: browser tests; python3-venv: the SDK generator's and the
 # API fuzzer's venvs (scripts/gen-clients.sh, scripts/fuzz-api.sh).
-apt_ensure postgresql cmake libclang-dev chromium chromium-driver python3-venv
+apt_ensure postgresql cmake libclang-dev chromium chromium-driver python3-venv nginx-light iproute2
 # httpx and attrs: what the generated Python SDK client (openapi/clients/python) needs.
 PY_DEPS=(scikit-learn skl2onnx onnx "onnxruntime==$ORT_VERSION" numpy "tritonclient[http]" "tritonclient[grpc]"
   "httpx>=0.23.1,<0.29" "attrs>=22.2.0")

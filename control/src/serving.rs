@@ -519,6 +519,9 @@ async fn serve_with(
                 (variant, Some(worker), predicted_ms, reason, true)
             }
             Decision::Unsatisfiable { closest, reason } => {
+                if let Some(why) = state.cluster.warming_up() {
+                    return Err(Error::Unavailable(why));
+                }
                 let suggestion = closest.and_then(|c| {
                     let v = snapshot.variants().get(c.variant)?;
                     Some(serde_json::json!({

@@ -32,6 +32,9 @@ pub struct Readiness {
     pub database: String,
     /// `ok` or the error of the object-store check.
     pub object_store: String,
+    /// `ok`, or why this controller cannot serve queries yet (it started moments ago and no
+    /// worker that can host instances has reported to it).
+    pub workers: String,
     /// This controller replica's id.
     pub replica: String,
     /// This replica holds the leader lease (runs the cluster's autoscaling, tuner and
@@ -39,21 +42,25 @@ pub struct Readiness {
     pub leader: bool,
 }
 
-/// Readiness: the database and the object store answer.
+/// Readiness: the database and the object store answer, and the controller is not warming up
+/// (it has heard from a worker that can host instances, or has been up for two liveness
+/// timeouts).
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses((status = 200, description = "Ready to serve", body = Readiness),
-              (status = 503, description = "A dependency does not answer", body = Readiness)))]
+              (status = 503, description = "A dependency does not answer, or the controller is warming up", body = Readiness)))]
 pub async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let (db, objects) = tokio::join!(state.db.ping(), state.objects.check());
     let describe = |r: Result<(), infaas_store::StoreError>| match r {
         Ok(()) => "ok".to_string(),
         Err(e) => e.to_string(),
     };
-    let ready = db.is_ok() && objects.is_ok();
+    let warming = state.cluster.warming_up();
+    let ready = db.is_ok() && objects.is_ok() && warming.is_none();
     let body = Readiness {
         status: if ready { "ready" } else { "not_ready" }.into(),
         database: describe(db),
         object_store: describe(objects),
+        workers: warming.unwrap_or_else(|| "ok".into()),
         replica: state.leadership.replica().to_string(),
         leader: state.leadership.is_leader(),
     };

@@ -355,6 +355,31 @@ impl Cluster {
         }
     }
 
+    /// Why this controller cannot serve yet, while it is warming up: for up to two liveness
+    /// timeouts (at least 5 s: a worker hears of a new replica within three heartbeats) after
+    /// it started, as long as it has heard from no live worker
+    /// that can host an instance. A replica that just started behind a load balancer is in this
+    /// state until the workers, told of it by the other replicas' heartbeat answers, report to
+    /// it; its queries that find no room answer 503 meanwhile, and `/readyz` says not ready.
+    pub fn warming_up(&self) -> Option<String> {
+        let window = (2 * self.heartbeat_timeout).max(Duration::from_secs(5));
+        let age = self.epoch.elapsed();
+        if age >= window {
+            return None;
+        }
+        let hosts = self.workers.read().map_or(true, |workers| {
+            workers
+                .values()
+                .any(|w| w.alive && w.beat.worker.thread_budget > 0)
+        });
+        (!hosts).then(|| {
+            format!(
+                "this controller started {:.1} s ago and has not yet heard from a worker that can host instances; retry in a moment",
+                age.as_secs_f64()
+            )
+        })
+    }
+
     /// Marks a worker dead at once (it failed a call); its next heartbeat revives it.
     pub fn suspect(&self, worker_id: &str) {
         if let Ok(mut workers) = self.workers.write() {

@@ -8,6 +8,7 @@ mod cli;
 mod compose;
 mod dashboard_jobs;
 mod dashboard_pipelines;
+mod failover;
 mod grpc;
 mod http_auth;
 mod http_basics;

@@ -45,7 +45,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database and the object store answer. */
+        /**
+         * Readiness: the database and the object store answer, and the controller is not warming up
+         *     (it has heard from a worker that can host instances, or has been up for two liveness
+         *     timeouts).
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;
@@ -1385,6 +1389,11 @@ export interface components {
             replica: string;
             /** @description `ready` or `not_ready`. */
             status: string;
+            /**
+             * @description `ok`, or why this controller cannot serve queries yet (it started moments ago and no
+             *     worker that can host instances has reported to it).
+             */
+            workers: string;
         };
         /** @description The tenant's recorded traffic over the last `minutes`. */
         RecordedTrace: {
@@ -1921,7 +1930,7 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
-            /** @description A dependency does not answer */
+            /** @description A dependency does not answer, or the controller is warming up */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -19,6 +19,8 @@ class Readiness:
         object_store (str): `ok` or the error of the object-store check.
         replica (str): This controller replica's id.
         status (str): `ready` or `not_ready`.
+        workers (str): `ok`, or why this controller cannot serve queries yet (it started moments ago and no
+            worker that can host instances has reported to it).
     """
 
     database: str
@@ -26,6 +28,7 @@ class Readiness:
     object_store: str
     replica: str
     status: str
+    workers: str
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,6 +42,8 @@ class Readiness:
 
         status = self.status
 
+        workers = self.workers
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -48,6 +53,7 @@ class Readiness:
                 "object_store": object_store,
                 "replica": replica,
                 "status": status,
+                "workers": workers,
             }
         )
 
@@ -66,12 +72,15 @@ class Readiness:
 
         status = d.pop("status")
 
+        workers = d.pop("workers")
+
         readiness = cls(
             database=database,
             leader=leader,
             object_store=object_store,
             replica=replica,
             status=status,
+            workers=workers,
         )
 
         readiness.additional_properties = d

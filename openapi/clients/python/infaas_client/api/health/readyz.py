@@ -49,7 +49,9 @@ def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[Readiness]:
-    """Readiness: the database and the object store answer.
+    """Readiness: the database and the object store answer, and the controller is not warming up
+    (it has heard from a worker that can host instances, or has been up for two liveness
+    timeouts).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -72,7 +74,9 @@ def sync(
     *,
     client: AuthenticatedClient | Client,
 ) -> Readiness | None:
-    """Readiness: the database and the object store answer.
+    """Readiness: the database and the object store answer, and the controller is not warming up
+    (it has heard from a worker that can host instances, or has been up for two liveness
+    timeouts).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -91,7 +95,9 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
 ) -> Response[Readiness]:
-    """Readiness: the database and the object store answer.
+    """Readiness: the database and the object store answer, and the controller is not warming up
+    (it has heard from a worker that can host instances, or has been up for two liveness
+    timeouts).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -112,7 +118,9 @@ async def asyncio(
     *,
     client: AuthenticatedClient | Client,
 ) -> Readiness | None:
-    """Readiness: the database and the object store answer.
+    """Readiness: the database and the object store answer, and the controller is not warming up
+    (it has heard from a worker that can host instances, or has been up for two liveness
+    timeouts).
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
