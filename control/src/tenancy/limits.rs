@@ -1,4 +1,12 @@
 //! Per-tenant request-rate limiting (token bucket; burst of two seconds' worth).
+//!
+//! The buckets live in this process's memory: with several controller replicas each one
+//! enforces the full rate on its own. Not replaced by `governor` (issue 33): its state is
+//! in-process too (its state store's update is synchronous, so it cannot be a database
+//! round trip), its quotas are whole requests per period with a whole-number burst while
+//! tenants' rates are fractional, and a rate shared by replicas needs the state in
+//! Postgres (one theoretical-arrival time per tenant, GCRA, advanced by one `UPDATE ...
+//! RETURNING`), which would replace this bucket and `governor` alike.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
