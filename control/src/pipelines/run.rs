@@ -17,13 +17,32 @@ use serde::Serialize;
 
 use infaas_scheduler::loki::{on_arrival, Alternative, Arrival, Decision, DropPolicy, Hop};
 
-use super::overload::Installed;
+use super::activity::PipelineActivity;
+use super::installed::Installed;
+use super::prepared::Prepared;
 use super::rows::{self, NodeRows};
 use super::validate::NodeShape;
-use super::{Pipeline, Prepared};
 use crate::error::Error;
-use crate::platform::ControlPlane;
-use crate::serving::{serve, serve_by_deadline, Goal, Requirements};
+use crate::platform::{ControlPlane, Parts};
+use crate::serving::{Goal, QueryParts, Requirements};
+
+/// What a pipeline run uses of the control plane: the query path its model nodes are served
+/// through, and the pipelines' activity (arrivals, branches, routing, answers, drops).
+#[derive(Clone, Copy)]
+pub struct RunParts<'a> {
+    pub query: QueryParts<'a>,
+    pub pipelines: &'a PipelineActivity,
+}
+
+impl<'a> RunParts<'a> {
+    /// The pipeline run's parts of the control plane.
+    pub fn of(parts: &'a Parts) -> RunParts<'a> {
+        RunParts {
+            query: QueryParts::of(parts),
+            pipelines: &parts.pipelines,
+        }
+    }
+}
 
 /// What one node did for a query.
 #[derive(Debug, Clone, Serialize)]
@@ -64,22 +83,6 @@ struct Ran {
     run: NodeRun,
 }
 
-/// Longest chain of model nodes from each node to a sink, the node included.
-pub(crate) fn depth_to_sink(p: &Pipeline, parents: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
-    let n = p.spec.nodes.len();
-    let is_model = |k: usize| !matches!(p.spec.nodes[k].kind(), NodeKind::Combine(_));
-    let mut depth = vec![0usize; n];
-    for &k in order.iter().rev() {
-        let below = (0..n)
-            .filter(|c| parents[*c].contains(&k))
-            .map(|c| depth[c])
-            .max()
-            .unwrap_or(0);
-        depth[k] = below + usize::from(is_model(k));
-    }
-    depth
-}
-
 /// The model a plan pinned node `name` to, if any.
 fn planned_model<'a>(plan: Option<&'a serde_json::Value>, name: &str) -> Option<&'a str> {
     plan?["nodes"]
@@ -97,7 +100,15 @@ pub async fn infer(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, Mode::ONLINE).await
+    infer_as(
+        &RunParts::of(state),
+        tenant,
+        prepared,
+        req,
+        inputs,
+        Mode::ONLINE,
+    )
+    .await
 }
 
 /// Runs rows of an offline job through pipeline `p`: as [`infer`], but not counted as the
@@ -110,7 +121,15 @@ pub async fn infer_offline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, Mode::OFFLINE).await
+    infer_as(
+        &RunParts::of(state),
+        tenant,
+        prepared,
+        req,
+        inputs,
+        Mode::OFFLINE,
+    )
+    .await
 }
 
 /// Runs rows through pipeline `p` with each node in `pins` (node name -> model) on that model,
@@ -128,7 +147,7 @@ pub async fn infer_pinned(
         pins: Some(pins),
     };
     infer_as(
-        state,
+        &RunParts::of(state),
         tenant,
         prepared,
         Requirements::default(),
@@ -157,7 +176,7 @@ impl Mode<'_> {
 }
 
 async fn infer_as(
-    state: &ControlPlane,
+    state: &RunParts<'_>,
     tenant: &str,
     prepared: &Prepared,
     req: Requirements,
@@ -352,9 +371,15 @@ async fn infer_as(
                             (None, false) => Goal::Model(&target),
                         };
                         let first = if reroute {
-                            serve_by_deadline(state, tenant, goal, node_req, batch.clone()).await
+                            state
+                                .query
+                                .serve_by_deadline(tenant, goal, node_req, batch.clone())
+                                .await
                         } else {
-                            serve(state, tenant, goal, node_req, batch.clone()).await
+                            state
+                                .query
+                                .serve(tenant, goal, node_req, batch.clone())
+                                .await
                         };
                         let out = match first {
                             Ok(out) => out,
@@ -365,14 +390,10 @@ async fn infer_as(
                                 metrics::counter!("infaas_pipeline_reroutes_total",
                                     "pipeline" => spec.name.clone(), "node" => name.clone())
                                 .increment(1);
-                                match serve_by_deadline(
-                                    state,
-                                    tenant,
-                                    Goal::App(&target),
-                                    node_req,
-                                    batch,
-                                )
-                                .await
+                                match state
+                                    .query
+                                    .serve_by_deadline(tenant, Goal::App(&target), node_req, batch)
+                                    .await
                                 {
                                     Ok(out) => out,
                                     Err(e) if late(&e) => {
@@ -595,7 +616,7 @@ fn hold_deadline(
 
 /// Counts a query dropped at `node` (activity, metrics, usage) and the error that answers it.
 fn drop_query(
-    state: &ControlPlane,
+    state: &RunParts<'_>,
     tenant: &str,
     spec: &infaas_core::pipeline::PipelineSpec,
     node: &infaas_core::pipeline::NodeSpec,
@@ -610,7 +631,7 @@ fn drop_query(
     // In usage, a drop is a query of the node's application under variant
     // `dropped@{pipeline}.{node}` that missed its SLO.
     let variant = format!("dropped@{}.{}", spec.name, node.name);
-    state.usage.record(&crate::usage::QueryRecord {
+    state.query.usage.record(&crate::usage::QueryRecord {
         tenant_id: tenant,
         app,
         model: "-",
@@ -828,4 +849,226 @@ fn node_inputs(
         out.push(t);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::prepared::{depth_to_sink, Pipeline};
+    use super::super::validate::TensorType;
+    use super::*;
+    use crate::cluster::fake::{values, x, FakeCluster, FakeVariant, TENANT};
+    use crate::traffic::TrafficRecorder;
+    use crate::usage::UsageRecorder;
+
+    const DOUBLE: FakeVariant = FakeVariant {
+        app: "double",
+        model: "double",
+        id: "double-1",
+        p50_ms: 4.0,
+        load_ms: 1.0,
+    };
+    const INC: FakeVariant = FakeVariant {
+        app: "inc",
+        model: "inc",
+        id: "inc-1",
+        p50_ms: 6.0,
+        load_ms: 1.0,
+    };
+
+    /// Pipeline `p`: `a` (application `double`) on the request's `x`, then `b` (application
+    /// `inc`) on `a`'s `y`; answers `b`'s `y` as `out`. `slo` is its `slo` section.
+    fn chain(slo: serde_json::Value) -> Prepared {
+        let doc = serde_json::json!({
+            "name": "p",
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [4]}],
+            "nodes": [
+                {"name": "a", "app": "double", "inputs": {"x": "x"}},
+                {"name": "b", "app": "inc", "inputs": {"x": "a.y"}},
+            ],
+            "outputs": {"out": "b.y"},
+            "slo": slo,
+        });
+        let spec = super::super::registered::parse_document(doc.to_string().as_bytes())
+            .expect("a pipeline document");
+        let y = || {
+            [(
+                "y".to_string(),
+                TensorType {
+                    datatype: "FP32".into(),
+                    features: vec![4],
+                },
+            )]
+            .into_iter()
+            .collect()
+        };
+        let shape = |source: &str, model: &str| NodeShape {
+            inputs: vec![("x".into(), source.into())],
+            outputs: y(),
+            models: vec![model.into()],
+        };
+        let pipeline = Pipeline {
+            id: "p-1".into(),
+            spec,
+            plan: None,
+            validation: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        let parents = pipeline.spec.parents();
+        let order = vec![0, 1];
+        let depth = depth_to_sink(&pipeline, &parents, &order);
+        Prepared {
+            pipeline,
+            order,
+            shapes: vec![shape("x", "double"), shape("a.y", "inc")],
+            parents,
+            depth,
+            fastest_rest_ms: vec![DOUBLE.p50_ms + INC.p50_ms, INC.p50_ms],
+        }
+    }
+
+    struct Plane {
+        fake: FakeCluster,
+        traffic: TrafficRecorder,
+        usage: UsageRecorder,
+        runtime: Result<PathBuf, String>,
+        activity: PipelineActivity,
+    }
+
+    impl Plane {
+        /// `double` and `inc` loaded on one worker.
+        async fn start() -> Plane {
+            Plane {
+                fake: FakeCluster::start(&[DOUBLE, INC], &[&[0, 1]]).await,
+                traffic: TrafficRecorder::new(60),
+                usage: UsageRecorder::default(),
+                runtime: Ok(PathBuf::new()),
+                activity: PipelineActivity::default(),
+            }
+        }
+
+        fn parts(&self) -> RunParts<'_> {
+            RunParts {
+                query: QueryParts {
+                    cluster: &self.fake.cluster,
+                    db: &self.fake.db,
+                    traffic: &self.traffic,
+                    usage: &self.usage,
+                    runtime: &self.runtime,
+                },
+                pipelines: &self.activity,
+            }
+        }
+    }
+
+    /// Each node runs on what the node before it answered, and the pipeline answers the last
+    /// node's output under its own name; an online query is the pipeline's activity (arrival,
+    /// answer, node runs), an offline one is not.
+    #[tokio::test]
+    async fn a_chain_feeds_each_node_the_answer_of_the_one_before() {
+        let plane = Plane::start().await;
+        let p = chain(serde_json::json!({}));
+        let input = || vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.0, -1.0, 0.5, 10.0]])];
+        let out = infer_as(
+            &plane.parts(),
+            TENANT,
+            &p,
+            Requirements::default(),
+            input(),
+            Mode::ONLINE,
+        )
+        .await
+        .expect("answered");
+        assert_eq!(out.outputs.len(), 1);
+        assert_eq!(out.outputs[0].name, "out");
+        assert_eq!(
+            values(&out.outputs[0]),
+            vec![3.0, 5.0, 7.0, 9.0, 1.0, -1.0, 2.0, 21.0]
+        );
+        let ran: Vec<(&str, Option<&str>, usize)> = out
+            .nodes
+            .iter()
+            .map(|n| (n.node.as_str(), n.model.as_deref(), n.rows))
+            .collect();
+        assert_eq!(ran, vec![("a", Some("double"), 2), ("b", Some("inc"), 2)]);
+        assert!((out.accuracy - 0.81).abs() < 1e-9, "{}", out.accuracy);
+        let worker = &plane.fake.workers[0];
+        assert_eq!(
+            worker.queries(),
+            vec![DOUBLE.id.to_string(), INC.id.to_string()]
+        );
+        let recent = plane.activity.recent(TENANT, "p");
+        assert_eq!(recent.queries_last_minute, 1);
+        assert_eq!(
+            recent.nodes.iter().map(|n| n.1).collect::<Vec<_>>(),
+            vec![1, 1]
+        );
+        assert_eq!(plane.activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+
+        infer_as(
+            &plane.parts(),
+            TENANT,
+            &p,
+            Requirements::default(),
+            input(),
+            Mode::OFFLINE,
+        )
+        .await
+        .expect("answered offline");
+        assert_eq!(plane.activity.recent(TENANT, "p").queries_last_minute, 1);
+        assert_eq!(plane.activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+        assert_eq!(worker.queries().len(), 4);
+    }
+
+    /// Early dropping: an online query whose deadline the rest of the pipeline cannot make
+    /// (by its fastest profiles) is dropped before its first node runs, counted as a drop of
+    /// that node and as a missed query in usage; under a deadline it can make, it runs.
+    #[tokio::test]
+    async fn a_query_that_cannot_make_its_deadline_is_dropped_before_it_runs() {
+        let plane = Plane::start().await;
+        let p = chain(serde_json::json!({"latency_ms": 5.0}));
+        let input = || vec![x(&[[1.0, 1.0, 1.0, 1.0]])];
+        let err = infer_as(
+            &plane.parts(),
+            TENANT,
+            &p,
+            Requirements::default(),
+            input(),
+            Mode::ONLINE,
+        )
+        .await
+        .err()
+        .expect("dropped");
+        assert!(
+            matches!(&err, Error::Dropped(m) if m.contains("node 'a'")),
+            "{err:?}"
+        );
+        assert!(plane.fake.workers[0].queries().is_empty());
+        assert_eq!(
+            plane.activity.recent(TENANT, "p").drops,
+            vec![("a".to_string(), 1)]
+        );
+        let usage = plane.usage.pending_rows();
+        assert_eq!(usage.len(), 1, "{usage:?}");
+        assert_eq!(
+            (usage[0].variant.as_str(), usage[0].slo_missed),
+            ("dropped@p.a", 1)
+        );
+
+        // A deadline it can make (the request's SLO over the pipeline's): it runs.
+        let generous = Requirements {
+            latency_ms: Some(1_000.0),
+            ..Requirements::default()
+        };
+        let out = infer_as(&plane.parts(), TENANT, &p, generous, input(), Mode::ONLINE)
+            .await
+            .expect("answered");
+        assert_eq!(values(&out.outputs[0]), vec![3.0; 4]);
+        assert_eq!(
+            plane.activity.recent(TENANT, "p").drops,
+            vec![("a".to_string(), 1)]
+        );
+    }
 }
