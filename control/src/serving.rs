@@ -397,7 +397,7 @@ pub async fn serve(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<Outcome, Error> {
-    QueryParts::of(state).serve(tenant, goal, req, inputs).await
+    serve_with(&QueryParts::of(state), tenant, goal, req, inputs, false).await
 }
 
 /// As [`serve`], but `req.latency_ms` is a deadline: when no loaded instance is predicted to
@@ -411,36 +411,12 @@ pub async fn serve_by_deadline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<Outcome, Error> {
-    QueryParts::of(state)
-        .serve_by_deadline(tenant, goal, req, inputs)
-        .await
+    serve_with(&QueryParts::of(state), tenant, goal, req, inputs, true).await
 }
 
-impl QueryParts<'_> {
-    /// Serves one query (see [`serve`]).
-    pub async fn serve(
-        &self,
-        tenant: &str,
-        goal: Goal<'_>,
-        req: Requirements,
-        inputs: Vec<Tensor>,
-    ) -> Result<Outcome, Error> {
-        serve_with(self, tenant, goal, req, inputs, false).await
-    }
-
-    /// Serves one query by its deadline (see [`serve_by_deadline`]).
-    pub async fn serve_by_deadline(
-        &self,
-        tenant: &str,
-        goal: Goal<'_>,
-        req: Requirements,
-        inputs: Vec<Tensor>,
-    ) -> Result<Outcome, Error> {
-        serve_with(self, tenant, goal, req, inputs, true).await
-    }
-}
-
-async fn serve_with(
+/// Serves one query on the query path's parts: as [`serve_by_deadline`] when `by_deadline`,
+/// else as [`serve`].
+pub async fn serve_with(
     state: &QueryParts<'_>,
     tenant: &str,
     goal: Goal<'_>,
@@ -721,7 +697,7 @@ async fn serve_with(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::cluster::fake::{values, x, FakeCluster, FakeVariant, TENANT};
 
@@ -740,18 +716,33 @@ mod tests {
         load_ms: 1.0,
     };
 
-    fn parts<'a>(
-        fake: &'a FakeCluster,
-        traffic: &'a TrafficRecorder,
-        usage: &'a UsageRecorder,
-        runtime: &'a Result<PathBuf, String>,
-    ) -> QueryParts<'a> {
-        QueryParts {
-            cluster: &fake.cluster,
-            db: &fake.db,
-            traffic,
-            usage,
-            runtime,
+    /// The query path's parts over a [`FakeCluster`], with records of their own.
+    pub(crate) struct QueryPlane {
+        pub fake: FakeCluster,
+        pub traffic: TrafficRecorder,
+        pub usage: UsageRecorder,
+        pub runtime: Result<PathBuf, String>,
+    }
+
+    impl QueryPlane {
+        /// See [`FakeCluster::start`]; ONNX Runtime loaded.
+        pub async fn start(variants: &[FakeVariant], workers: &[&[usize]]) -> QueryPlane {
+            QueryPlane {
+                fake: FakeCluster::start(variants, workers).await,
+                traffic: TrafficRecorder::new(60),
+                usage: UsageRecorder::default(),
+                runtime: Ok(PathBuf::new()),
+            }
+        }
+
+        pub fn parts(&self) -> QueryParts<'_> {
+            QueryParts {
+                cluster: &self.fake.cluster,
+                db: &self.fake.db,
+                traffic: &self.traffic,
+                usage: &self.usage,
+                runtime: &self.runtime,
+            }
         }
     }
 
@@ -767,22 +758,18 @@ mod tests {
     /// the tenant's usage.
     #[tokio::test]
     async fn a_query_runs_on_the_loaded_instance_and_is_recorded() {
-        let fake = FakeCluster::start(&[DOUBLE], &[&[0]]).await;
-        let (traffic, usage, runtime) = (
-            TrafficRecorder::new(60),
-            UsageRecorder::default(),
-            Ok(PathBuf::new()),
-        );
-        let q = parts(&fake, &traffic, &usage, &runtime);
-        let out = q
-            .serve(
-                TENANT,
-                Goal::App("double"),
-                Requirements::default(),
-                vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.5, 0.0, -1.0, 8.0]])],
-            )
-            .await
-            .expect("served");
+        let plane = QueryPlane::start(&[DOUBLE], &[&[0]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
+        let out = serve_with(
+            &q,
+            TENANT,
+            Goal::App("double"),
+            Requirements::default(),
+            vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.5, 0.0, -1.0, 8.0]])],
+            false,
+        )
+        .await
+        .expect("served");
         assert_eq!(
             values(&out.outputs[0]),
             vec![2.0, 4.0, 6.0, 8.0, 1.0, 0.0, -2.0, 16.0]
@@ -792,8 +779,15 @@ mod tests {
         assert_eq!(out.service_ms, 50.0);
         assert_eq!(fake.workers[0].queries(), vec![DOUBLE.id.to_string()]);
         assert!(fake.workers[0].loads().is_empty());
-        assert_eq!(traffic.export(TENANT, Some("double"), 1).arrivals.len(), 1);
-        let rows = usage.pending_rows();
+        assert_eq!(
+            plane
+                .traffic
+                .export(TENANT, Some("double"), 1)
+                .arrivals
+                .len(),
+            1
+        );
+        let rows = plane.usage.pending_rows();
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!(
             (
@@ -809,20 +803,20 @@ mod tests {
     /// Without ONNX Runtime the query path refuses queries (503) before it selects anything.
     #[tokio::test]
     async fn no_query_runs_without_onnx_runtime() {
-        let fake = FakeCluster::start(&[DOUBLE], &[&[0]]).await;
-        let (traffic, usage) = (TrafficRecorder::new(60), UsageRecorder::default());
-        let runtime = Err("libonnxruntime.so: not found".to_string());
-        let q = parts(&fake, &traffic, &usage, &runtime);
-        let err = q
-            .serve(
-                TENANT,
-                Goal::Model("double"),
-                Requirements::default(),
-                vec![x(&[[1.0; 4]])],
-            )
-            .await
-            .err()
-            .expect("refused");
+        let mut plane = QueryPlane::start(&[DOUBLE], &[&[0]]).await;
+        plane.runtime = Err("libonnxruntime.so: not found".to_string());
+        let (fake, q) = (&plane.fake, plane.parts());
+        let err = serve_with(
+            &q,
+            TENANT,
+            Goal::Model("double"),
+            Requirements::default(),
+            vec![x(&[[1.0; 4]])],
+            false,
+        )
+        .await
+        .err()
+        .expect("refused");
         assert!(
             matches!(&err, Error::Unavailable(m) if m.contains("not found")),
             "{err:?}"
@@ -834,25 +828,21 @@ mod tests {
     /// the variant is loaded on the other worker and answers there.
     #[tokio::test]
     async fn a_failed_worker_is_left_and_the_query_retried_on_another() {
-        let fake = FakeCluster::start(&[DOUBLE], &[&[0], &[]]).await;
+        let plane = QueryPlane::start(&[DOUBLE], &[&[0], &[]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
         fake.workers[0]
             .failing
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        let (traffic, usage, runtime) = (
-            TrafficRecorder::new(60),
-            UsageRecorder::default(),
-            Ok(PathBuf::new()),
-        );
-        let q = parts(&fake, &traffic, &usage, &runtime);
-        let out = q
-            .serve(
-                TENANT,
-                Goal::App("double"),
-                Requirements::default(),
-                vec![x(&[[1.0, 1.0, 1.0, 1.0]])],
-            )
-            .await
-            .expect("served on the second worker");
+        let out = serve_with(
+            &q,
+            TENANT,
+            Goal::App("double"),
+            Requirements::default(),
+            vec![x(&[[1.0, 1.0, 1.0, 1.0]])],
+            false,
+        )
+        .await
+        .expect("served on the second worker");
         assert_eq!(out.worker, "w1");
         assert_eq!(values(&out.outputs[0]), vec![2.0; 4]);
         assert_eq!(fake.workers[0].queries(), vec![DOUBLE.id.to_string()]);
@@ -868,17 +858,11 @@ mod tests {
     /// a deadline instead, it fails at once and nothing is loaded or run.
     #[tokio::test]
     async fn a_deadline_fails_at_once_where_a_query_would_wait_for_a_load() {
-        let fake = FakeCluster::start(&[DOUBLE, DOUBLE_FAST], &[&[0]]).await;
-        let (traffic, usage, runtime) = (
-            TrafficRecorder::new(60),
-            UsageRecorder::default(),
-            Ok(PathBuf::new()),
-        );
-        let q = parts(&fake, &traffic, &usage, &runtime);
+        let plane = QueryPlane::start(&[DOUBLE, DOUBLE_FAST], &[&[0]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
         let input = || vec![x(&[[3.0, 0.0, 0.0, 1.0]])];
 
-        let err = q
-            .serve_by_deadline(TENANT, Goal::App("double"), slo(20.0), input())
+        let err = serve_with(&q, TENANT, Goal::App("double"), slo(20.0), input(), true)
             .await
             .err()
             .expect("no loaded instance makes the deadline");
@@ -889,8 +873,7 @@ mod tests {
         assert!(fake.workers[0].loads().is_empty());
         assert!(fake.workers[0].queries().is_empty());
 
-        let out = q
-            .serve(TENANT, Goal::App("double"), slo(20.0), input())
+        let out = serve_with(&q, TENANT, Goal::App("double"), slo(20.0), input(), false)
             .await
             .expect("served after the load");
         assert_eq!(out.variant, DOUBLE_FAST.name());

@@ -24,7 +24,7 @@ use super::rows::{self, NodeRows};
 use super::validate::NodeShape;
 use crate::error::Error;
 use crate::platform::{ControlPlane, Parts};
-use crate::serving::{Goal, QueryParts, Requirements};
+use crate::serving::{serve_with, Goal, QueryParts, Requirements};
 
 /// What a pipeline run uses of the control plane: the query path its model nodes are served
 /// through, and the pipelines' activity (arrivals, branches, routing, answers, drops).
@@ -100,15 +100,8 @@ pub async fn infer(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(
-        &RunParts::of(state),
-        tenant,
-        prepared,
-        req,
-        inputs,
-        Mode::ONLINE,
-    )
-    .await
+    let parts = RunParts::of(state);
+    infer_as(&parts, tenant, prepared, req, inputs, Mode::ONLINE).await
 }
 
 /// Runs rows of an offline job through pipeline `p`: as [`infer`], but not counted as the
@@ -121,15 +114,8 @@ pub async fn infer_offline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(
-        &RunParts::of(state),
-        tenant,
-        prepared,
-        req,
-        inputs,
-        Mode::OFFLINE,
-    )
-    .await
+    let parts = RunParts::of(state);
+    infer_as(&parts, tenant, prepared, req, inputs, Mode::OFFLINE).await
 }
 
 /// Runs rows through pipeline `p` with each node in `pins` (node name -> model) on that model,
@@ -370,17 +356,17 @@ async fn infer_as(
                             (None, true) => Goal::App(&target),
                             (None, false) => Goal::Model(&target),
                         };
-                        let first = if reroute {
-                            state
-                                .query
-                                .serve_by_deadline(tenant, goal, node_req, batch.clone())
-                                .await
-                        } else {
-                            state
-                                .query
-                                .serve(tenant, goal, node_req, batch.clone())
-                                .await
-                        };
+                        // A routed node is held to its deadline.
+                        let by_deadline = reroute;
+                        let first = serve_with(
+                            &state.query,
+                            tenant,
+                            goal,
+                            node_req,
+                            batch.clone(),
+                            by_deadline,
+                        )
+                        .await;
                         let out = match first {
                             Ok(out) => out,
                             // Loki's opportunistic rerouting: the routed variant cannot make
@@ -390,9 +376,8 @@ async fn infer_as(
                                 metrics::counter!("infaas_pipeline_reroutes_total",
                                     "pipeline" => spec.name.clone(), "node" => name.clone())
                                 .increment(1);
-                                match state
-                                    .query
-                                    .serve_by_deadline(tenant, Goal::App(&target), node_req, batch)
+                                let app = Goal::App(&target);
+                                match serve_with(&state.query, tenant, app, node_req, batch, true)
                                     .await
                                 {
                                     Ok(out) => out,
@@ -853,14 +838,11 @@ fn node_inputs(
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::super::prepared::{depth_to_sink, Pipeline};
     use super::super::validate::TensorType;
     use super::*;
-    use crate::cluster::fake::{values, x, FakeCluster, FakeVariant, TENANT};
-    use crate::traffic::TrafficRecorder;
-    use crate::usage::UsageRecorder;
+    use crate::cluster::fake::{values, x, FakeVariant, TENANT};
+    use crate::serving::tests::QueryPlane;
 
     const DOUBLE: FakeVariant = FakeVariant {
         app: "double",
@@ -929,38 +911,12 @@ mod tests {
         }
     }
 
-    struct Plane {
-        fake: FakeCluster,
-        traffic: TrafficRecorder,
-        usage: UsageRecorder,
-        runtime: Result<PathBuf, String>,
-        activity: PipelineActivity,
-    }
-
-    impl Plane {
-        /// `double` and `inc` loaded on one worker.
-        async fn start() -> Plane {
-            Plane {
-                fake: FakeCluster::start(&[DOUBLE, INC], &[&[0, 1]]).await,
-                traffic: TrafficRecorder::new(60),
-                usage: UsageRecorder::default(),
-                runtime: Ok(PathBuf::new()),
-                activity: PipelineActivity::default(),
-            }
-        }
-
-        fn parts(&self) -> RunParts<'_> {
-            RunParts {
-                query: QueryParts {
-                    cluster: &self.fake.cluster,
-                    db: &self.fake.db,
-                    traffic: &self.traffic,
-                    usage: &self.usage,
-                    runtime: &self.runtime,
-                },
-                pipelines: &self.activity,
-            }
-        }
+    /// `double` and `inc` loaded on one worker, and the pipelines' activity.
+    async fn plane() -> (QueryPlane, PipelineActivity) {
+        (
+            QueryPlane::start(&[DOUBLE, INC], &[&[0, 1]]).await,
+            PipelineActivity::default(),
+        )
     }
 
     /// Each node runs on what the node before it answered, and the pipeline answers the last
@@ -968,19 +924,17 @@ mod tests {
     /// answer, node runs), an offline one is not.
     #[tokio::test]
     async fn a_chain_feeds_each_node_the_answer_of_the_one_before() {
-        let plane = Plane::start().await;
+        let (plane, activity) = plane().await;
+        let parts = RunParts {
+            query: plane.parts(),
+            pipelines: &activity,
+        };
         let p = chain(serde_json::json!({}));
         let input = || vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.0, -1.0, 0.5, 10.0]])];
-        let out = infer_as(
-            &plane.parts(),
-            TENANT,
-            &p,
-            Requirements::default(),
-            input(),
-            Mode::ONLINE,
-        )
-        .await
-        .expect("answered");
+        let run = |req, mode| infer_as(&parts, TENANT, &p, req, input(), mode);
+        let out = run(Requirements::default(), Mode::ONLINE)
+            .await
+            .expect("answered");
         assert_eq!(out.outputs.len(), 1);
         assert_eq!(out.outputs[0].name, "out");
         assert_eq!(
@@ -999,26 +953,19 @@ mod tests {
             worker.queries(),
             vec![DOUBLE.id.to_string(), INC.id.to_string()]
         );
-        let recent = plane.activity.recent(TENANT, "p");
+        let recent = activity.recent(TENANT, "p");
         assert_eq!(recent.queries_last_minute, 1);
         assert_eq!(
             recent.nodes.iter().map(|n| n.1).collect::<Vec<_>>(),
             vec![1, 1]
         );
-        assert_eq!(plane.activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+        assert_eq!(activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
 
-        infer_as(
-            &plane.parts(),
-            TENANT,
-            &p,
-            Requirements::default(),
-            input(),
-            Mode::OFFLINE,
-        )
-        .await
-        .expect("answered offline");
-        assert_eq!(plane.activity.recent(TENANT, "p").queries_last_minute, 1);
-        assert_eq!(plane.activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+        run(Requirements::default(), Mode::OFFLINE)
+            .await
+            .expect("answered offline");
+        assert_eq!(activity.recent(TENANT, "p").queries_last_minute, 1);
+        assert_eq!(activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
         assert_eq!(worker.queries().len(), 4);
     }
 
@@ -1027,27 +974,25 @@ mod tests {
     /// that node and as a missed query in usage; under a deadline it can make, it runs.
     #[tokio::test]
     async fn a_query_that_cannot_make_its_deadline_is_dropped_before_it_runs() {
-        let plane = Plane::start().await;
+        let (plane, activity) = plane().await;
+        let parts = RunParts {
+            query: plane.parts(),
+            pipelines: &activity,
+        };
         let p = chain(serde_json::json!({"latency_ms": 5.0}));
         let input = || vec![x(&[[1.0, 1.0, 1.0, 1.0]])];
-        let err = infer_as(
-            &plane.parts(),
-            TENANT,
-            &p,
-            Requirements::default(),
-            input(),
-            Mode::ONLINE,
-        )
-        .await
-        .err()
-        .expect("dropped");
+        let run = |req, mode| infer_as(&parts, TENANT, &p, req, input(), mode);
+        let err = run(Requirements::default(), Mode::ONLINE)
+            .await
+            .err()
+            .expect("dropped");
         assert!(
             matches!(&err, Error::Dropped(m) if m.contains("node 'a'")),
             "{err:?}"
         );
         assert!(plane.fake.workers[0].queries().is_empty());
         assert_eq!(
-            plane.activity.recent(TENANT, "p").drops,
+            activity.recent(TENANT, "p").drops,
             vec![("a".to_string(), 1)]
         );
         let usage = plane.usage.pending_rows();
@@ -1062,12 +1007,10 @@ mod tests {
             latency_ms: Some(1_000.0),
             ..Requirements::default()
         };
-        let out = infer_as(&plane.parts(), TENANT, &p, generous, input(), Mode::ONLINE)
-            .await
-            .expect("answered");
+        let out = run(generous, Mode::ONLINE).await.expect("answered");
         assert_eq!(values(&out.outputs[0]), vec![3.0; 4]);
         assert_eq!(
-            plane.activity.recent(TENANT, "p").drops,
+            activity.recent(TENANT, "p").drops,
             vec![("a".to_string(), 1)]
         );
     }
