@@ -15,7 +15,7 @@ use crate::registry::Registry;
 use crate::tenancy::{KeyCache, RateLimiter, TokenIssuer};
 use crate::traffic::TrafficRecorder;
 use crate::usage::UsageRecorder;
-use crate::whatif::WhatIfRuns;
+use crate::whatif::runs::WhatIfRuns;
 
 const JWT_SECRET_SETTING: &str = "jwt_hs256_secret";
 const CLUSTER_TOKEN_SETTING: &str = "cluster_token";
@@ -44,7 +44,7 @@ pub struct Parts {
     /// Forecasts of the arrival rates of applications (and pipelines), fed once a second.
     pub forecasts: Arc<crate::forecasts::Forecasts>,
     /// What the pipelines did recently (arrivals, switch branches), this controller.
-    pub pipelines: Arc<crate::pipelines::PipelineActivity>,
+    pub pipelines: Arc<crate::pipelines::activity::PipelineActivity>,
     /// This replica's side of the leader election among the replicas on one database.
     pub leadership: Arc<crate::leader::Leadership>,
     /// Shared secret of worker <-> controller traffic.
@@ -112,7 +112,7 @@ impl ControlPlane {
             }
         }
         let cluster_token = cluster_token(&config, &db).await?;
-        crate::whatif::fail_interrupted(&db).await;
+        crate::whatif::runs::fail_interrupted(&db).await;
         let node = Arc::new(infaas_worker::WorkerNode::new(
             crate::cluster::node_config(
                 &config,
@@ -149,11 +149,17 @@ impl ControlPlane {
 
     /// Fails with [`Error::Unavailable`] when ONNX Runtime could not be loaded at start.
     pub fn runtime_ready(&self) -> Result<(), Error> {
-        match &self.runtime {
-            Ok(_) => Ok(()),
-            Err(e) => Err(Error::Unavailable(format!(
-                "ONNX Runtime is not available on this server: {e}"
-            ))),
-        }
+        runtime_ready(&self.runtime)
+    }
+}
+
+/// Fails with [`Error::Unavailable`] when ONNX Runtime could not be loaded at start
+/// (`runtime` is [`Parts::runtime`]).
+pub fn runtime_ready(runtime: &Result<std::path::PathBuf, String>) -> Result<(), Error> {
+    match runtime {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::Unavailable(format!(
+            "ONNX Runtime is not available on this server: {e}"
+        ))),
     }
 }

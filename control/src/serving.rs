@@ -10,11 +10,43 @@ use infaas_scheduler::{
 };
 use infaas_worker::LoadRequest;
 
-use crate::cluster::{schema, CallError, Served};
-use crate::error::Error;
-use crate::platform::ControlPlane;
-use crate::usage::QueryRecord;
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use infaas_scheduler::InFlightGuard;
+use infaas_store::Db;
+
+use crate::cluster::{schema, CallError, Cluster, Served};
+use crate::error::Error;
+use crate::platform::{runtime_ready, ControlPlane, Parts};
+use crate::traffic::TrafficRecorder;
+use crate::usage::{QueryRecord, UsageRecorder};
+
+/// What the query path uses of the control plane: the cluster view (catalog, selection index,
+/// workers), the database (why a target does not serve, scaling events), recorded traffic,
+/// usage, and whether ONNX Runtime loaded.
+#[derive(Clone, Copy)]
+pub struct QueryParts<'a> {
+    pub cluster: &'a Arc<Cluster>,
+    pub db: &'a Db,
+    pub traffic: &'a TrafficRecorder,
+    pub usage: &'a UsageRecorder,
+    /// The ONNX Runtime library in use, or why it could not be loaded.
+    pub runtime: &'a Result<PathBuf, String>,
+}
+
+impl<'a> QueryParts<'a> {
+    /// The query path's parts of the control plane.
+    pub fn of(parts: &'a Parts) -> QueryParts<'a> {
+        QueryParts {
+            cluster: &parts.cluster,
+            db: &parts.db,
+            traffic: &parts.traffic,
+            usage: &parts.usage,
+            runtime: &parts.runtime,
+        }
+    }
+}
 
 /// What a query targets.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +154,7 @@ fn batch_rows(inputs: &[Tensor]) -> Result<usize, Error> {
 /// Checks that the target exists and has served variants that take `inputs`; returns the
 /// target's name in the selection index.
 async fn resolve(
-    state: &ControlPlane,
+    state: &QueryParts<'_>,
     tenant: &str,
     goal: Goal<'_>,
     inputs: &[Tensor],
@@ -163,7 +195,7 @@ async fn resolve(
                         )))
                     }
                 },
-                None => Err(not_serving(state, tenant, Some(app), None).await),
+                None => Err(not_serving(state.db, tenant, Some(app), None).await),
             }
         }
         Goal::Model(model) => {
@@ -172,7 +204,7 @@ async fn resolve(
                     tracing::warn!(error = %e, "cannot refresh the serving catalog");
                 }
                 if cluster.catalog().model(tenant, model).is_none() {
-                    return Err(not_serving(state, tenant, None, Some(model)).await);
+                    return Err(not_serving(state.db, tenant, None, Some(model)).await);
                 }
             }
             Ok(model.to_string())
@@ -184,19 +216,14 @@ async fn resolve(
 /// - it does not exist, or the application has no model left: 404;
 /// - a model of it is still being generated or profiled: 503 (temporary, retry later);
 /// - every model of it failed registration: 409 (permanent until a model is registered again).
-pub async fn not_serving(
-    state: &ControlPlane,
-    tenant: &str,
-    app: Option<&str>,
-    model: Option<&str>,
-) -> Error {
-    not_serving_why(state, tenant, app, model)
+pub async fn not_serving(db: &Db, tenant: &str, app: Option<&str>, model: Option<&str>) -> Error {
+    not_serving_why(db, tenant, app, model)
         .await
         .unwrap_or_else(|e| e)
 }
 
 async fn not_serving_why(
-    state: &ControlPlane,
+    db: &Db,
     tenant: &str,
     app: Option<&str>,
     model: Option<&str>,
@@ -205,12 +232,11 @@ async fn not_serving_why(
     let failed = |statuses: &[ModelStatus]| statuses.iter().all(|s| *s == ModelStatus::Failed);
     Ok(match (app, model) {
         (Some(app), _) => {
-            let apps = state.db.list_apps(tenant).await?;
+            let apps = db.list_apps(tenant).await?;
             if !apps.iter().any(|(a, _)| a.name == app) {
                 return Ok(Error::NotFound(format!("application '{app}' not found")));
             }
-            let statuses: Vec<ModelStatus> = state
-                .db
+            let statuses: Vec<ModelStatus> = db
                 .list_models(tenant, Some(app))
                 .await?
                 .iter()
@@ -231,7 +257,7 @@ async fn not_serving_why(
             }
         }
         (None, Some(model)) => {
-            let m = state.db.get_model(tenant, model).await?;
+            let m = db.get_model(tenant, model).await?;
             if failed(&[m.status]) {
                 Error::Conflict(format!(
                     "model '{model}' cannot serve: its registration failed (see GET /v1/models/{model}); register it again"
@@ -255,7 +281,7 @@ pub const QUERY_LOAD_ACTION: &str = "load-for-queries";
 /// `GET /v1/apps/{app}/scaling-events` beside the autoscaler's actions. The costs are the
 /// application's live instances' price per second before and after the load.
 fn record_query_load(
-    state: &ControlPlane,
+    state: &QueryParts<'_>,
     snapshot: &Snapshot,
     served: &Served,
     v: &VariantEntry,
@@ -300,7 +326,7 @@ fn record_query_load(
 /// Starts loading `variant` on `worker` without waiting for it (the worker loads a variant
 /// once however many ask); the cluster view learns of the instance when it is ready.
 fn load_in_background(
-    state: &ControlPlane,
+    state: &QueryParts<'_>,
     snapshot: &Snapshot,
     variant: usize,
     worker: usize,
@@ -321,12 +347,12 @@ fn load_in_background(
         return; // under way already: the query that started it recorded it
     }
     record_query_load(state, snapshot, &served, v, w, reason);
-    let (state, worker_id) = (state.clone(), w.id.clone());
+    let (cluster, worker_id) = (state.cluster.clone(), w.id.clone());
     tokio::spawn(async move {
         match handle.load(&lr).await {
-            Ok(_) => state.cluster.loaded(&worker_id, &lr),
+            Ok(_) => cluster.loaded(&worker_id, &lr),
             Err(e) => {
-                state.cluster.load_failed(&lr.variant_id);
+                cluster.load_failed(&lr.variant_id);
                 tracing::warn!(worker = %worker_id, variant = %lr.variant_name, error = %e, "a load started for later queries failed")
             }
         }
@@ -349,7 +375,7 @@ pub fn load_request(s: &Served) -> LoadRequest {
 
 /// Records an accepted query in the tenant's recorded traffic (a query to a model under the
 /// model's application).
-fn record_arrival(state: &ControlPlane, tenant: &str, goal: Goal<'_>, req: &Requirements) {
+fn record_arrival(state: &QueryParts<'_>, tenant: &str, goal: Goal<'_>, req: &Requirements) {
     match goal {
         Goal::App(app) => state
             .traffic
@@ -372,7 +398,7 @@ pub async fn serve(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<Outcome, Error> {
-    serve_with(state, tenant, goal, req, inputs, false).await
+    serve_with(&QueryParts::of(state), tenant, goal, req, inputs, false).await
 }
 
 /// As [`serve`], but `req.latency_ms` is a deadline: when no loaded instance is predicted to
@@ -386,11 +412,13 @@ pub async fn serve_by_deadline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<Outcome, Error> {
-    serve_with(state, tenant, goal, req, inputs, true).await
+    serve_with(&QueryParts::of(state), tenant, goal, req, inputs, true).await
 }
 
-async fn serve_with(
-    state: &ControlPlane,
+/// Serves one query on the query path's parts: as [`serve_by_deadline`] when `by_deadline`,
+/// else as [`serve`].
+pub async fn serve_with(
+    state: &QueryParts<'_>,
     tenant: &str,
     goal: Goal<'_>,
     req: Requirements,
@@ -402,7 +430,7 @@ async fn serve_with(
     let started = Instant::now();
     let name = resolve(state, tenant, goal, &inputs).await?;
     record_arrival(state, tenant, goal, &req);
-    state.runtime_ready()?;
+    runtime_ready(state.runtime)?;
     let target = match goal {
         Goal::App(_) => Target::App(&name),
         Goal::Model(_) => Target::Model(&name),
@@ -670,4 +698,190 @@ async fn serve_with(
         "the query failed on two workers: {}",
         last_failure.unwrap_or_default()
     )))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::cluster::fake::{values, x, FakeCluster, FakeVariant, TENANT};
+
+    const DOUBLE: FakeVariant = FakeVariant {
+        app: "double",
+        model: "double",
+        id: "double-slow",
+        p50_ms: 50.0,
+        load_ms: 1.0,
+    };
+    const DOUBLE_FAST: FakeVariant = FakeVariant {
+        app: "double",
+        model: "double-fast",
+        id: "double-fast",
+        p50_ms: 2.0,
+        load_ms: 1.0,
+    };
+
+    /// The query path's parts over a [`FakeCluster`], with records of their own.
+    pub(crate) struct QueryPlane {
+        pub fake: FakeCluster,
+        pub traffic: TrafficRecorder,
+        pub usage: UsageRecorder,
+        pub runtime: Result<PathBuf, String>,
+    }
+
+    impl QueryPlane {
+        /// See [`FakeCluster::start`]; ONNX Runtime loaded.
+        pub async fn start(variants: &[FakeVariant], workers: &[&[usize]]) -> QueryPlane {
+            QueryPlane {
+                fake: FakeCluster::start(variants, workers).await,
+                traffic: TrafficRecorder::new(60),
+                usage: UsageRecorder::default(),
+                runtime: Ok(PathBuf::new()),
+            }
+        }
+
+        pub fn parts(&self) -> QueryParts<'_> {
+            QueryParts {
+                cluster: &self.fake.cluster,
+                db: &self.fake.db,
+                traffic: &self.traffic,
+                usage: &self.usage,
+                runtime: &self.runtime,
+            }
+        }
+    }
+
+    fn slo(latency_ms: f64) -> Requirements {
+        Requirements {
+            latency_ms: Some(latency_ms),
+            ..Requirements::default()
+        }
+    }
+
+    /// A query to an application runs on the instance loaded for it and answers what the
+    /// worker computed; it is recorded as the application's traffic, its variant's demand and
+    /// the tenant's usage.
+    #[tokio::test]
+    async fn a_query_runs_on_the_loaded_instance_and_is_recorded() {
+        let plane = QueryPlane::start(&[DOUBLE], &[&[0]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
+        let out = serve_with(
+            &q,
+            TENANT,
+            Goal::App("double"),
+            Requirements::default(),
+            vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.5, 0.0, -1.0, 8.0]])],
+            false,
+        )
+        .await
+        .expect("served");
+        assert_eq!(
+            values(&out.outputs[0]),
+            vec![2.0, 4.0, 6.0, 8.0, 1.0, 0.0, -2.0, 16.0]
+        );
+        assert_eq!((out.app.as_str(), out.model.as_str()), ("double", "double"));
+        assert_eq!((out.variant, out.worker), (DOUBLE.name(), "w0".to_string()));
+        assert_eq!(out.service_ms, 50.0);
+        assert_eq!(fake.workers[0].queries(), vec![DOUBLE.id.to_string()]);
+        assert!(fake.workers[0].loads().is_empty());
+        assert_eq!(
+            plane
+                .traffic
+                .export(TENANT, Some("double"), 1)
+                .arrivals
+                .len(),
+            1
+        );
+        let rows = plane.usage.pending_rows();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(
+            (
+                rows[0].app.as_str(),
+                rows[0].variant.clone(),
+                rows[0].requests,
+                rows[0].rows
+            ),
+            ("double", DOUBLE.name(), 1, 2)
+        );
+    }
+
+    /// Without ONNX Runtime the query path refuses queries (503) before it selects anything.
+    #[tokio::test]
+    async fn no_query_runs_without_onnx_runtime() {
+        let mut plane = QueryPlane::start(&[DOUBLE], &[&[0]]).await;
+        plane.runtime = Err("libonnxruntime.so: not found".to_string());
+        let (fake, q) = (&plane.fake, plane.parts());
+        let err = serve_with(
+            &q,
+            TENANT,
+            Goal::Model("double"),
+            Requirements::default(),
+            vec![x(&[[1.0; 4]])],
+            false,
+        )
+        .await
+        .err()
+        .expect("refused");
+        assert!(
+            matches!(&err, Error::Unavailable(m) if m.contains("not found")),
+            "{err:?}"
+        );
+        assert!(fake.workers[0].queries().is_empty());
+    }
+
+    /// A worker that fails a query is taken out of the index and the query goes elsewhere:
+    /// the variant is loaded on the other worker and answers there.
+    #[tokio::test]
+    async fn a_failed_worker_is_left_and_the_query_retried_on_another() {
+        let plane = QueryPlane::start(&[DOUBLE], &[&[0], &[]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
+        fake.workers[0]
+            .failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let out = serve_with(
+            &q,
+            TENANT,
+            Goal::App("double"),
+            Requirements::default(),
+            vec![x(&[[1.0, 1.0, 1.0, 1.0]])],
+            false,
+        )
+        .await
+        .expect("served on the second worker");
+        assert_eq!(out.worker, "w1");
+        assert_eq!(values(&out.outputs[0]), vec![2.0; 4]);
+        assert_eq!(fake.workers[0].queries(), vec![DOUBLE.id.to_string()]);
+        assert_eq!(fake.workers[1].loads(), vec![DOUBLE.id.to_string()]);
+        assert_eq!(fake.workers[1].queries(), vec![DOUBLE.id.to_string()]);
+        assert!(
+            fake.cluster.handle("w0").is_none(),
+            "the failed worker is out"
+        );
+    }
+
+    /// Under an SLO that only an unloaded variant meets, a query loads it and waits; held to
+    /// a deadline instead, it fails at once and nothing is loaded or run.
+    #[tokio::test]
+    async fn a_deadline_fails_at_once_where_a_query_would_wait_for_a_load() {
+        let plane = QueryPlane::start(&[DOUBLE, DOUBLE_FAST], &[&[0]]).await;
+        let (fake, q) = (&plane.fake, plane.parts());
+        let input = || vec![x(&[[3.0, 0.0, 0.0, 1.0]])];
+
+        let err = serve_with(&q, TENANT, Goal::App("double"), slo(20.0), input(), true)
+            .await
+            .err()
+            .expect("no loaded instance makes the deadline");
+        assert!(
+            matches!(&err, Error::Unsatisfiable { message, .. } if message.contains("20.0 ms")),
+            "{err:?}"
+        );
+        assert!(fake.workers[0].loads().is_empty());
+        assert!(fake.workers[0].queries().is_empty());
+
+        let out = serve_with(&q, TENANT, Goal::App("double"), slo(20.0), input(), false)
+            .await
+            .expect("served after the load");
+        assert_eq!(out.variant, DOUBLE_FAST.name());
+        assert_eq!(fake.workers[0].loads(), vec![DOUBLE_FAST.id.to_string()]);
+        assert_eq!(values(&out.outputs[0]), vec![6.0, 0.0, 0.0, 2.0]);
+    }
 }

@@ -105,6 +105,15 @@ impl UsageRecorder {
         row.slo_max_ms = merge_slo(row.slo_max_ms, q.slo_ms, false);
     }
 
+    /// The rows not flushed yet (for tests).
+    #[cfg(test)]
+    pub(crate) fn pending_rows(&self) -> Vec<UsageRow> {
+        self.pending
+            .lock()
+            .map(|p| p.values().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Writes what was recorded since the last flush.
     pub async fn flush(&self, db: &Db) {
         let rows: Vec<UsageRow> = match self.pending.lock() {

@@ -4,6 +4,8 @@
 
 pub mod catalog;
 pub mod demand;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod schema;
 
 use std::collections::HashMap;
@@ -317,7 +319,9 @@ impl Cluster {
             .map(|w| w.handle.clone())
     }
 
-    fn upsert_worker(&self, handle: WorkerHandle, beat: Heartbeat) {
+    /// A worker's heartbeat through `handle`: registers it when new (the index is rebuilt by
+    /// the next change or [`Cluster::rebuild`]).
+    pub(crate) fn upsert_worker(&self, handle: WorkerHandle, beat: Heartbeat) {
         if let Ok(mut workers) = self.workers.write() {
             let id = beat.worker.id.clone();
             match workers.get_mut(&id) {
@@ -655,14 +659,18 @@ impl Cluster {
     /// Reloads the served variants from the database.
     pub async fn refresh_catalog(&self) -> Result<(), infaas_store::StoreError> {
         let _one_at_a_time = self.refreshing.lock().await;
-        let fresh = Catalog::build(self.db.serving_catalog().await?);
+        self.install_catalog(Catalog::build(self.db.serving_catalog().await?));
+        Ok(())
+    }
+
+    /// Serves `fresh` from now on, and rebuilds the index, unless it holds the same variants.
+    pub fn install_catalog(&self, fresh: Catalog) {
         if !self.catalog().same_variants(&fresh) {
             if let Ok(mut c) = self.catalog.write() {
                 *c = Arc::new(fresh);
             }
             self.rebuild();
         }
-        Ok(())
     }
 
     /// One monitoring period: the embedded worker's figures, liveness, instance states.

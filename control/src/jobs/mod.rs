@@ -303,7 +303,7 @@ pub async fn submit(state: &ControlPlane, tenant: &str, s: Submission) -> Result
         schemas = target_schemas(state, tenant, app, model);
     }
     if schemas.is_empty() {
-        return Err(crate::serving::not_serving(state, tenant, app, model).await);
+        return Err(crate::serving::not_serving(&state.db, tenant, app, model).await);
     }
     if let (Some(app), Some(min)) = (app, s.min_accuracy) {
         let snapshot = state.cluster.snapshot();

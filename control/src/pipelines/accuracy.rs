@@ -18,9 +18,12 @@ use infaas_core::{DataType, Tensor};
 use infaas_executors::engine::{Signature, TensorSpec};
 use infaas_executors::validation::{match_validation, ValidationSet};
 use infaas_scheduler::pipeline::MeasuredAccuracy;
-use serde::{Deserialize, Serialize};
 
-use super::{rows, run, Prepared};
+pub use super::activity::Measured;
+use super::prepared::Prepared;
+pub use super::prepared::ValidationInfo;
+use super::registered::prepared;
+use super::{rows, run};
 use crate::error::Error;
 use crate::platform::ControlPlane;
 
@@ -30,24 +33,6 @@ pub const MAX_VALIDATION_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_COMBINATIONS: usize = 64;
 /// Rows sent through the pipeline per measuring query.
 const CHUNK_ROWS: usize = 64;
-
-/// A pipeline's validation set as registered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ValidationInfo {
-    /// The output the labels grade.
-    pub output: String,
-    pub rows: usize,
-    #[serde(skip)]
-    pub(crate) key: String,
-}
-
-/// One measured combination: its accuracy, and per model the accuracy of the variant that
-/// ran it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Measured {
-    pub accuracy: f64,
-    pub variants: Vec<(String, f64)>,
-}
 
 /// What [`measure`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -163,7 +148,7 @@ pub async fn upload(
             bytes.len()
         )));
     }
-    let prepared = super::prepared(state, tenant, name).await?;
+    let prepared = prepared(state, tenant, name).await?;
     let (output, classes) = graded_output(&prepared, output)?;
     let set = read(&prepared, bytes.clone()).await?;
     if let Some(c) = classes {

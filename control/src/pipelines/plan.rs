@@ -7,11 +7,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-use infaas_core::pipeline::{NodeKind, PipelineSpec};
 use infaas_scheduler::pipeline::{self as planner, PlanNode, PlanOption, PlanProblem};
 use serde::Deserialize;
 
-use super::Prepared;
+use super::accuracy::{measure, Measurement};
+use super::activity::percentile;
+use super::prepared::Prepared;
+use super::registered::prepared;
+use super::replicas::provision;
+use super::validate::model_nodes;
 use crate::error::Error;
 use crate::platform::ControlPlane;
 
@@ -37,34 +41,6 @@ pub struct PlanRequest {
 
 /// The planner's answer, as stored when applied and returned by the API: wire types.
 pub use infaas_protocol::v1::{PlanReport, PlanTrace, PlannedNode};
-
-/// The model nodes of a pipeline, in run order, with their nearest model-node ancestors
-/// (combine nodes are free and transparent).
-pub(crate) fn model_nodes(spec: &PipelineSpec, order: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
-    let parents = spec.parents();
-    let is_model = |k: usize| !matches!(spec.nodes[k].kind(), NodeKind::Combine(_));
-    let nodes: Vec<usize> = order.iter().copied().filter(|&k| is_model(k)).collect();
-    let position: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, &k)| (k, i)).collect();
-    let mut model_parents = Vec::with_capacity(nodes.len());
-    for &k in &nodes {
-        let mut found = Vec::new();
-        let mut stack: Vec<usize> = parents[k].clone();
-        let mut seen = vec![false; spec.nodes.len()];
-        while let Some(q) = stack.pop() {
-            if std::mem::replace(&mut seen[q], true) {
-                continue;
-            }
-            match position.get(&q) {
-                Some(&i) => found.push(i),
-                None => stack.extend(parents[q].iter().copied()),
-            }
-        }
-        found.sort_unstable();
-        found.dedup();
-        model_parents.push(found);
-    }
-    (nodes, model_parents)
-}
 
 /// The planning problem of a prepared pipeline, with the notes on what was assumed.
 pub fn problem(
@@ -162,7 +138,7 @@ async fn measure_accuracy(
     prepared: &Prepared,
     problem: &mut PlanProblem,
     nodes: &[usize],
-) -> Result<Option<super::accuracy::Measurement>, Error> {
+) -> Result<Option<Measurement>, Error> {
     if prepared.pipeline.validation.is_none() {
         return Ok(None);
     }
@@ -179,7 +155,7 @@ async fn measure_accuracy(
             best.into_iter().map(|(m, a)| (m.to_string(), a)).collect()
         })
         .collect();
-    let m = super::accuracy::measure(state, tenant, prepared, nodes, &models).await?;
+    let m = measure(state, tenant, prepared, nodes, &models).await?;
     if let Some(m) = &m {
         problem.measured_accuracy = Some(m.accuracy.clone());
     }
@@ -249,7 +225,7 @@ pub async fn plan(
     name: &str,
     req: PlanRequest,
 ) -> Result<PlanReport, Error> {
-    let prepared = super::prepared(state, tenant, name).await?;
+    let prepared = prepared(state, tenant, name).await?;
     let (mut problem, nodes, mut notes) = problem(state, tenant, &prepared)?;
     let measurement = measure_accuracy(state, tenant, &prepared, &mut problem, &nodes).await?;
     let (arrivals, source) = planning_trace(state, tenant, name, &req)?;
@@ -263,8 +239,8 @@ pub async fn plan(
         notes.push("no query of the pipeline has been answered here yet: the estimate counts the models' time only (no dispatch overhead)".into());
     } else {
         let mut sorted = overhead.clone();
-        let p50 = super::percentile(&mut sorted, 50.0).unwrap_or(0.0);
-        let p99 = super::percentile(&mut sorted, 99.0).unwrap_or(0.0);
+        let p50 = percentile(&mut sorted, 50.0).unwrap_or(0.0);
+        let p99 = percentile(&mut sorted, 99.0).unwrap_or(0.0);
         notes.push(format!(
             "the estimate adds the overhead measured on {} answered queries beyond their models' time (p50 {p50:.3} ms, p99 {p99:.3} ms)",
             overhead.len()
@@ -432,110 +408,7 @@ async fn apply(
         .await?;
     state.pipelines.invalidate(tenant, name);
     for n in &report.nodes {
-        provision(state, tenant, &n.variant, n.replicas).await;
+        provision(&state.cluster, tenant, &n.variant, n.replicas).await;
     }
     Ok(())
-}
-
-/// The tenant's served variant named `variant` (plans and tuners name variants).
-pub(crate) fn served_named(
-    state: &ControlPlane,
-    tenant: &str,
-    variant: &str,
-) -> Option<std::sync::Arc<crate::cluster::Served>> {
-    state
-        .cluster
-        .catalog()
-        .variants()
-        .find(|s| s.entry.tenant_id == tenant && s.entry.variant.name == variant)
-        .cloned()
-}
-
-/// Loaded instances of the tenant's variant `name`.
-pub(crate) fn replicas_of(state: &ControlPlane, tenant: &str, variant: &str) -> usize {
-    let Some(id) = served_named(state, tenant, variant).map(|s| s.entry.variant.id.clone()) else {
-        return 0;
-    };
-    let snapshot = state.cluster.snapshot();
-    snapshot
-        .variant_index(&id)
-        .map_or(0, |v| snapshot.variant_instances(v).len())
-}
-
-/// Unloads instances of variant `name` until `replicas` are left (the least loaded first).
-pub(crate) async fn shrink(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
-    let Some(id) = served_named(state, tenant, variant).map(|s| s.entry.variant.id.clone()) else {
-        return;
-    };
-    let snapshot = state.cluster.snapshot();
-    let Some(vi) = snapshot.variant_index(&id) else {
-        return;
-    };
-    let mut held: Vec<(usize, String)> = snapshot
-        .variant_instances(vi)
-        .iter()
-        .filter_map(|&i| {
-            let inst = snapshot.instances().get(i)?;
-            let w = snapshot.workers().get(inst.worker)?;
-            Some((snapshot.queued(i), w.id.clone()))
-        })
-        .collect();
-    held.sort();
-    let extra = held.len().saturating_sub(replicas.max(1));
-    for (_, worker) in held.into_iter().take(extra) {
-        state.cluster.drain_instance(&worker, &id);
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        if let Some(handle) = state.cluster.handle(&worker) {
-            if let Err(e) = handle.unload(&id).await {
-                tracing::warn!(worker, variant, error = %e, "cannot unload a tuned-in replica");
-                continue;
-            }
-        }
-        state.cluster.unloaded(&worker, &id);
-    }
-}
-
-/// Loads instances of variant `name` until `replicas` workers hold one (as many as can host
-/// it); failures are logged, the autoscaler carries on from there.
-pub(crate) async fn provision(state: &ControlPlane, tenant: &str, variant: &str, replicas: usize) {
-    let Some(served) = served_named(state, tenant, variant) else {
-        tracing::warn!(
-            variant,
-            "a planned variant is no longer served; not provisioned"
-        );
-        return;
-    };
-    let snapshot = state.cluster.snapshot();
-    let Some(vi) = snapshot.variant_index(&served.entry.variant.id) else {
-        return;
-    };
-    let have = snapshot.variant_instances(vi).len();
-    let entry = &snapshot.variants()[vi];
-    let holders: Vec<usize> = snapshot
-        .variant_instances(vi)
-        .iter()
-        .filter_map(|&i| snapshot.instances().get(i).map(|x| x.worker))
-        .collect();
-    let candidates: Vec<String> = snapshot
-        .workers()
-        .iter()
-        .enumerate()
-        // A replica needs cores the worker's busy instances leave; the first instance loads
-        // wherever it fits, since nothing else can serve the stage.
-        .filter(|(wi, w)| {
-            !holders.contains(wi) && w.can_host(entry) && (have == 0 || snapshot.cores_for(*wi, vi))
-        })
-        .map(|(_, w)| w.id.clone())
-        .take(replicas.saturating_sub(have))
-        .collect();
-    let lr = crate::serving::load_request(&served);
-    for worker in candidates {
-        let Some(handle) = state.cluster.handle(&worker) else {
-            continue;
-        };
-        match handle.load(&lr).await {
-            Ok(_) => state.cluster.loaded(&worker, &lr),
-            Err(e) => tracing::warn!(worker, variant, error = %e, "cannot load a planned replica"),
-        }
-    }
 }

@@ -17,13 +17,32 @@ use serde::Serialize;
 
 use infaas_scheduler::loki::{on_arrival, Alternative, Arrival, Decision, DropPolicy, Hop};
 
-use super::overload::Installed;
+use super::activity::PipelineActivity;
+use super::installed::Installed;
+use super::prepared::Prepared;
 use super::rows::{self, NodeRows};
 use super::validate::NodeShape;
-use super::{Pipeline, Prepared};
 use crate::error::Error;
-use crate::platform::ControlPlane;
-use crate::serving::{serve, serve_by_deadline, Goal, Requirements};
+use crate::platform::{ControlPlane, Parts};
+use crate::serving::{serve_with, Goal, QueryParts, Requirements};
+
+/// What a pipeline run uses of the control plane: the query path its model nodes are served
+/// through, and the pipelines' activity (arrivals, branches, routing, answers, drops).
+#[derive(Clone, Copy)]
+pub struct RunParts<'a> {
+    pub query: QueryParts<'a>,
+    pub pipelines: &'a PipelineActivity,
+}
+
+impl<'a> RunParts<'a> {
+    /// The pipeline run's parts of the control plane.
+    pub fn of(parts: &'a Parts) -> RunParts<'a> {
+        RunParts {
+            query: QueryParts::of(parts),
+            pipelines: &parts.pipelines,
+        }
+    }
+}
 
 /// What one node did for a query.
 #[derive(Debug, Clone, Serialize)]
@@ -64,22 +83,6 @@ struct Ran {
     run: NodeRun,
 }
 
-/// Longest chain of model nodes from each node to a sink, the node included.
-pub(crate) fn depth_to_sink(p: &Pipeline, parents: &[Vec<usize>], order: &[usize]) -> Vec<usize> {
-    let n = p.spec.nodes.len();
-    let is_model = |k: usize| !matches!(p.spec.nodes[k].kind(), NodeKind::Combine(_));
-    let mut depth = vec![0usize; n];
-    for &k in order.iter().rev() {
-        let below = (0..n)
-            .filter(|c| parents[*c].contains(&k))
-            .map(|c| depth[c])
-            .max()
-            .unwrap_or(0);
-        depth[k] = below + usize::from(is_model(k));
-    }
-    depth
-}
-
 /// The model a plan pinned node `name` to, if any.
 fn planned_model<'a>(plan: Option<&'a serde_json::Value>, name: &str) -> Option<&'a str> {
     plan?["nodes"]
@@ -97,7 +100,8 @@ pub async fn infer(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, Mode::ONLINE).await
+    let parts = RunParts::of(state);
+    infer_as(&parts, tenant, prepared, req, inputs, Mode::ONLINE).await
 }
 
 /// Runs rows of an offline job through pipeline `p`: as [`infer`], but not counted as the
@@ -110,7 +114,8 @@ pub async fn infer_offline(
     req: Requirements,
     inputs: Vec<Tensor>,
 ) -> Result<PipelineOutcome, Error> {
-    infer_as(state, tenant, prepared, req, inputs, Mode::OFFLINE).await
+    let parts = RunParts::of(state);
+    infer_as(&parts, tenant, prepared, req, inputs, Mode::OFFLINE).await
 }
 
 /// Runs rows through pipeline `p` with each node in `pins` (node name -> model) on that model,
@@ -128,7 +133,7 @@ pub async fn infer_pinned(
         pins: Some(pins),
     };
     infer_as(
-        state,
+        &RunParts::of(state),
         tenant,
         prepared,
         Requirements::default(),
@@ -157,7 +162,7 @@ impl Mode<'_> {
 }
 
 async fn infer_as(
-    state: &ControlPlane,
+    state: &RunParts<'_>,
     tenant: &str,
     prepared: &Prepared,
     req: Requirements,
@@ -351,11 +356,17 @@ async fn infer_as(
                             (None, true) => Goal::App(&target),
                             (None, false) => Goal::Model(&target),
                         };
-                        let first = if reroute {
-                            serve_by_deadline(state, tenant, goal, node_req, batch.clone()).await
-                        } else {
-                            serve(state, tenant, goal, node_req, batch.clone()).await
-                        };
+                        // A routed node is held to its deadline.
+                        let by_deadline = reroute;
+                        let first = serve_with(
+                            &state.query,
+                            tenant,
+                            goal,
+                            node_req,
+                            batch.clone(),
+                            by_deadline,
+                        )
+                        .await;
                         let out = match first {
                             Ok(out) => out,
                             // Loki's opportunistic rerouting: the routed variant cannot make
@@ -365,14 +376,9 @@ async fn infer_as(
                                 metrics::counter!("infaas_pipeline_reroutes_total",
                                     "pipeline" => spec.name.clone(), "node" => name.clone())
                                 .increment(1);
-                                match serve_by_deadline(
-                                    state,
-                                    tenant,
-                                    Goal::App(&target),
-                                    node_req,
-                                    batch,
-                                )
-                                .await
+                                let app = Goal::App(&target);
+                                match serve_with(&state.query, tenant, app, node_req, batch, true)
+                                    .await
                                 {
                                     Ok(out) => out,
                                     Err(e) if late(&e) => {
@@ -595,7 +601,7 @@ fn hold_deadline(
 
 /// Counts a query dropped at `node` (activity, metrics, usage) and the error that answers it.
 fn drop_query(
-    state: &ControlPlane,
+    state: &RunParts<'_>,
     tenant: &str,
     spec: &infaas_core::pipeline::PipelineSpec,
     node: &infaas_core::pipeline::NodeSpec,
@@ -610,7 +616,7 @@ fn drop_query(
     // In usage, a drop is a query of the node's application under variant
     // `dropped@{pipeline}.{node}` that missed its SLO.
     let variant = format!("dropped@{}.{}", spec.name, node.name);
-    state.usage.record(&crate::usage::QueryRecord {
+    state.query.usage.record(&crate::usage::QueryRecord {
         tenant_id: tenant,
         app,
         model: "-",
@@ -828,4 +834,184 @@ fn node_inputs(
         out.push(t);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::prepared::{depth_to_sink, Pipeline};
+    use super::super::validate::TensorType;
+    use super::*;
+    use crate::cluster::fake::{values, x, FakeVariant, TENANT};
+    use crate::serving::tests::QueryPlane;
+
+    const DOUBLE: FakeVariant = FakeVariant {
+        app: "double",
+        model: "double",
+        id: "double-1",
+        p50_ms: 4.0,
+        load_ms: 1.0,
+    };
+    const INC: FakeVariant = FakeVariant {
+        app: "inc",
+        model: "inc",
+        id: "inc-1",
+        p50_ms: 6.0,
+        load_ms: 1.0,
+    };
+
+    /// Pipeline `p`: `a` (application `double`) on the request's `x`, then `b` (application
+    /// `inc`) on `a`'s `y`; answers `b`'s `y` as `out`. `slo` is its `slo` section.
+    fn chain(slo: serde_json::Value) -> Prepared {
+        let doc = serde_json::json!({
+            "name": "p",
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [4]}],
+            "nodes": [
+                {"name": "a", "app": "double", "inputs": {"x": "x"}},
+                {"name": "b", "app": "inc", "inputs": {"x": "a.y"}},
+            ],
+            "outputs": {"out": "b.y"},
+            "slo": slo,
+        });
+        let spec = super::super::registered::parse_document(doc.to_string().as_bytes())
+            .expect("a pipeline document");
+        let y = || {
+            [(
+                "y".to_string(),
+                TensorType {
+                    datatype: "FP32".into(),
+                    features: vec![4],
+                },
+            )]
+            .into_iter()
+            .collect()
+        };
+        let shape = |source: &str, model: &str| NodeShape {
+            inputs: vec![("x".into(), source.into())],
+            outputs: y(),
+            models: vec![model.into()],
+        };
+        let pipeline = Pipeline {
+            id: "p-1".into(),
+            spec,
+            plan: None,
+            validation: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        let parents = pipeline.spec.parents();
+        let order = vec![0, 1];
+        let depth = depth_to_sink(&pipeline, &parents, &order);
+        Prepared {
+            pipeline,
+            order,
+            shapes: vec![shape("x", "double"), shape("a.y", "inc")],
+            parents,
+            depth,
+            fastest_rest_ms: vec![DOUBLE.p50_ms + INC.p50_ms, INC.p50_ms],
+        }
+    }
+
+    /// `double` and `inc` loaded on one worker, and the pipelines' activity.
+    async fn plane() -> (QueryPlane, PipelineActivity) {
+        (
+            QueryPlane::start(&[DOUBLE, INC], &[&[0, 1]]).await,
+            PipelineActivity::default(),
+        )
+    }
+
+    /// Each node runs on what the node before it answered, and the pipeline answers the last
+    /// node's output under its own name; an online query is the pipeline's activity (arrival,
+    /// answer, node runs), an offline one is not.
+    #[tokio::test]
+    async fn a_chain_feeds_each_node_the_answer_of_the_one_before() {
+        let (plane, activity) = plane().await;
+        let parts = RunParts {
+            query: plane.parts(),
+            pipelines: &activity,
+        };
+        let p = chain(serde_json::json!({}));
+        let input = || vec![x(&[[1.0, 2.0, 3.0, 4.0], [0.0, -1.0, 0.5, 10.0]])];
+        let run = |req, mode| infer_as(&parts, TENANT, &p, req, input(), mode);
+        let out = run(Requirements::default(), Mode::ONLINE)
+            .await
+            .expect("answered");
+        assert_eq!(out.outputs.len(), 1);
+        assert_eq!(out.outputs[0].name, "out");
+        assert_eq!(
+            values(&out.outputs[0]),
+            vec![3.0, 5.0, 7.0, 9.0, 1.0, -1.0, 2.0, 21.0]
+        );
+        let ran: Vec<(&str, Option<&str>, usize)> = out
+            .nodes
+            .iter()
+            .map(|n| (n.node.as_str(), n.model.as_deref(), n.rows))
+            .collect();
+        assert_eq!(ran, vec![("a", Some("double"), 2), ("b", Some("inc"), 2)]);
+        assert!((out.accuracy - 0.81).abs() < 1e-9, "{}", out.accuracy);
+        let worker = &plane.fake.workers[0];
+        assert_eq!(
+            worker.queries(),
+            vec![DOUBLE.id.to_string(), INC.id.to_string()]
+        );
+        let recent = activity.recent(TENANT, "p");
+        assert_eq!(recent.queries_last_minute, 1);
+        assert_eq!(
+            recent.nodes.iter().map(|n| n.1).collect::<Vec<_>>(),
+            vec![1, 1]
+        );
+        assert_eq!(activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+
+        run(Requirements::default(), Mode::OFFLINE)
+            .await
+            .expect("answered offline");
+        assert_eq!(activity.recent(TENANT, "p").queries_last_minute, 1);
+        assert_eq!(activity.arrivals(TENANT, "p", 60_000.0).len(), 1);
+        assert_eq!(worker.queries().len(), 4);
+    }
+
+    /// Early dropping: an online query whose deadline the rest of the pipeline cannot make
+    /// (by its fastest profiles) is dropped before its first node runs, counted as a drop of
+    /// that node and as a missed query in usage; under a deadline it can make, it runs.
+    #[tokio::test]
+    async fn a_query_that_cannot_make_its_deadline_is_dropped_before_it_runs() {
+        let (plane, activity) = plane().await;
+        let parts = RunParts {
+            query: plane.parts(),
+            pipelines: &activity,
+        };
+        let p = chain(serde_json::json!({"latency_ms": 5.0}));
+        let input = || vec![x(&[[1.0, 1.0, 1.0, 1.0]])];
+        let run = |req, mode| infer_as(&parts, TENANT, &p, req, input(), mode);
+        let err = run(Requirements::default(), Mode::ONLINE)
+            .await
+            .err()
+            .expect("dropped");
+        assert!(
+            matches!(&err, Error::Dropped(m) if m.contains("node 'a'")),
+            "{err:?}"
+        );
+        assert!(plane.fake.workers[0].queries().is_empty());
+        assert_eq!(
+            activity.recent(TENANT, "p").drops,
+            vec![("a".to_string(), 1)]
+        );
+        let usage = plane.usage.pending_rows();
+        assert_eq!(usage.len(), 1, "{usage:?}");
+        assert_eq!(
+            (usage[0].variant.as_str(), usage[0].slo_missed),
+            ("dropped@p.a", 1)
+        );
+
+        // A deadline it can make (the request's SLO over the pipeline's): it runs.
+        let generous = Requirements {
+            latency_ms: Some(1_000.0),
+            ..Requirements::default()
+        };
+        let out = run(generous, Mode::ONLINE).await.expect("answered");
+        assert_eq!(values(&out.outputs[0]), vec![3.0; 4]);
+        assert_eq!(
+            activity.recent(TENANT, "p").drops,
+            vec![("a".to_string(), 1)]
+        );
+    }
 }

@@ -13,7 +13,10 @@ use infaas_core::pipeline::NodeKind;
 use infaas_scheduler::{Prices, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use super::Prepared;
+use super::activity::forecast_key;
+use super::installed::OverloadStatus;
+use super::prepared::Prepared;
+use super::registered::prepared;
 use crate::platform::ControlPlane;
 
 /// One node's live figures.
@@ -64,7 +67,7 @@ pub struct PipelineStatus {
     /// a model some node may run, once (nodes sharing a model share its instances).
     pub cost_per_hour: f64,
     /// The accuracy-scaling allocation queries are routed by (`overload.accuracy_scaling`).
-    pub overload: Option<super::overload::OverloadStatus>,
+    pub overload: Option<OverloadStatus>,
     /// The forecast of the pipeline's arrival rate against the observed one, and its error.
     pub forecast: Option<crate::forecasts::ForecastView>,
 }
@@ -115,12 +118,12 @@ pub fn cost_per_hour(state: &ControlPlane, tenant: &str, p: &Prepared) -> f64 {
 }
 
 /// Samples what every pipeline active on this controller costs now into its activity record
-/// ([`super::PipelineActivity::record_cost`], one sample per second). A pipeline that can no
+/// ([`super::activity::PipelineActivity::record_cost`], one sample per second). A pipeline that can no
 /// longer be read or checked (deleted, or no longer fitting the registry) is not sampled: its
 /// chart has a gap rather than a made-up figure.
 pub async fn record_costs(state: &ControlPlane) {
     for (tenant, name) in state.pipelines.active() {
-        let p = match super::prepared(state, &tenant, &name).await {
+        let p = match prepared(state, &tenant, &name).await {
             Ok(p) => p,
             Err(e) => {
                 // Every second while it lasts: the status and the queries report it.
@@ -202,9 +205,7 @@ pub fn status(state: &ControlPlane, tenant: &str, p: &Prepared) -> PipelineStatu
             .pipelines
             .installed(tenant, &spec.name)
             .map(|i| i.status(p)),
-        forecast: state
-            .forecasts
-            .view(tenant, &super::overload::forecast_key(&spec.name)),
+        forecast: state.forecasts.view(tenant, &forecast_key(&spec.name)),
     }
 }
 
@@ -216,7 +217,8 @@ mod tests {
     use infaas_core::{HardwareKind, LatencyPoint};
     use infaas_scheduler::{InstanceEntry, InstanceState, VariantEntry, WorkerEntry};
 
-    use super::super::{validate::NodeShape, Pipeline, PipelineActivity, SECONDS_KEPT};
+    use super::super::activity::{PipelineActivity, SECONDS_KEPT};
+    use super::super::{prepared::Pipeline, validate::NodeShape};
     use super::*;
 
     const T0_MS: i64 = 1_700_000_000_000;

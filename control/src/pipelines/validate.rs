@@ -2,7 +2,7 @@
 //! can serve, and tensors connect (names, datatypes and feature shapes) from the request
 //! through every node to the outputs. Messages name the node and the tensor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use infaas_core::pipeline::{parse_source, Combiner, NodeKind, PipelineSpec, Source};
 use infaas_core::{Model, ModelStatus};
@@ -410,4 +410,61 @@ fn combine_shape(
         outputs: BTreeMap::from([("output".to_string(), out)]),
         models: Vec::new(),
     })
+}
+
+/// The model nodes of a pipeline, in run order, with their nearest model-node ancestors
+/// (combine nodes are free and transparent).
+pub fn model_nodes(spec: &PipelineSpec, order: &[usize]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let parents = spec.parents();
+    let is_model = |k: usize| !matches!(spec.nodes[k].kind(), NodeKind::Combine(_));
+    let nodes: Vec<usize> = order.iter().copied().filter(|&k| is_model(k)).collect();
+    let position: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    let mut model_parents = Vec::with_capacity(nodes.len());
+    for &k in &nodes {
+        let mut found = Vec::new();
+        let mut stack: Vec<usize> = parents[k].clone();
+        let mut seen = vec![false; spec.nodes.len()];
+        while let Some(q) = stack.pop() {
+            if std::mem::replace(&mut seen[q], true) {
+                continue;
+            }
+            match position.get(&q) {
+                Some(&i) => found.push(i),
+                None => stack.extend(parents[q].iter().copied()),
+            }
+        }
+        found.sort_unstable();
+        found.dedup();
+        model_parents.push(found);
+    }
+    (nodes, model_parents)
+}
+
+/// Accuracy scaling plans rooted trees of model nodes (Loki's assumption): one model node
+/// reads the request, every other reads exactly one model node (through combiners or not).
+pub fn check_tree(
+    spec: &infaas_core::pipeline::PipelineSpec,
+    order: &[usize],
+) -> Result<(), Error> {
+    let (nodes, parents) = model_nodes(spec, order);
+    let name = |i: usize| spec.nodes[nodes[i]].name.as_str();
+    let roots: Vec<&str> = (0..nodes.len())
+        .filter(|&i| parents[i].is_empty())
+        .map(name)
+        .collect();
+    if roots.len() != 1 {
+        return Err(Error::Invalid(format!(
+            "overload.accuracy_scaling needs a tree of model nodes with one root; nodes {} all read only the request",
+            roots.join(", ")
+        )));
+    }
+    if let Some(i) = (0..nodes.len()).find(|&i| parents[i].len() > 1) {
+        let from: Vec<&str> = parents[i].iter().map(|&q| name(q)).collect();
+        return Err(Error::Invalid(format!(
+            "overload.accuracy_scaling needs a tree of model nodes; node '{}' joins {}",
+            name(i),
+            from.join(", ")
+        )));
+    }
+    Ok(())
 }

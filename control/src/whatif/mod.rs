@@ -9,18 +9,19 @@
 
 pub mod plan;
 pub mod runner;
+pub mod runs;
 
 use infaas_protocol::v1::{
     WhatIfCluster, WhatIfPolicyResult, WhatIfProgress, WhatIfRequest, WhatIfRun, WhatIfTrace,
 };
 use infaas_store::db::whatif::status;
-use infaas_store::Db;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::platform::ControlPlane;
 use plan::{LiveCluster, Plan};
-pub use runner::WhatIfRuns;
+use runner::to_json;
+pub use runs::{fail_interrupted, WhatIfRuns};
 
 /// The policies a run may compare.
 pub use infaas_sim::policy::NAMES as POLICIES;
@@ -28,20 +29,12 @@ pub use infaas_sim::policy::NAMES as POLICIES;
 /// How many runs `GET /v1/whatif` lists (the newest).
 pub const LIST_LIMIT: i64 = 100;
 
-/// Why every unfinished run is failed when a controller starts.
-const INTERRUPTED: &str =
-    "interrupted: the server stopped before the run finished; start the run again";
-
 /// What a run replays, on what: the stored `request`.
 #[derive(Debug, Serialize, Deserialize)]
 struct StoredRequest {
     trace: WhatIfTrace,
     policies: Vec<String>,
     cluster: WhatIfCluster,
-}
-
-fn to_json<T: Serialize>(v: &T) -> Result<String, Error> {
-    serde_json::to_string(v).map_err(Error::internal)
 }
 
 /// Checks a request, stores the run (queued) and starts it in the background.
@@ -197,18 +190,6 @@ pub async fn recorded_csv(
         .write_csv(&mut out)
         .map_err(Error::internal)?;
     String::from_utf8(out).map_err(Error::internal)
-}
-
-/// Marks the runs an earlier process left unfinished as failed (at start).
-pub async fn fail_interrupted(db: &Db) {
-    match db.fail_unfinished_whatif_runs(INTERRUPTED).await {
-        Ok(0) => {}
-        Ok(n) => tracing::warn!(
-            runs = n,
-            "what-if runs interrupted by a restart marked failed"
-        ),
-        Err(e) => tracing::error!(error = %e, "cannot mark interrupted what-if runs failed"),
-    }
 }
 
 /// The live workers, for the defaults of the simulated cluster.

@@ -4,7 +4,6 @@
 //! `succeeded` with the reports or `failed` with the reason. A deleted run stops after the
 //! policy under way and writes nothing more.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,90 +15,20 @@ use infaas_sim::policy::by_name;
 use infaas_sim::report::PolicyReport;
 use infaas_sim::simulate;
 use infaas_store::db::whatif::status;
-use tokio::sync::Semaphore;
+use serde::Serialize;
 use tracing::Instrument;
 
 use super::plan::Plan;
+pub use super::runs::{Reservation, WhatIfRuns};
+use crate::error::Error;
 use crate::platform::ControlPlane;
 
 /// How often the progress of a running run is written.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(500);
 
-/// The runs of this controller: simulation slots, each tenant's runs not yet finished, and
-/// the cancellation flag of every run under way.
-#[derive(Debug)]
-pub struct WhatIfRuns {
-    slots: Arc<Semaphore>,
-    per_tenant: Mutex<HashMap<String, usize>>,
-    cancelled: Mutex<HashMap<String, Arc<AtomicBool>>>,
-}
-
-/// A tenant's place among its unfinished runs, given back when dropped.
-#[derive(Debug)]
-pub struct Reservation {
-    runs: Arc<WhatIfRuns>,
-    tenant: String,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        if let Ok(mut m) = self.runs.per_tenant.lock() {
-            if let Some(n) = m.get_mut(&self.tenant) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    m.remove(&self.tenant);
-                }
-            }
-        }
-    }
-}
-
-impl WhatIfRuns {
-    /// At most `parallel` runs simulate at once.
-    pub fn new(parallel: usize) -> Arc<WhatIfRuns> {
-        Arc::new(WhatIfRuns {
-            slots: Arc::new(Semaphore::new(parallel.max(1))),
-            per_tenant: Mutex::new(HashMap::new()),
-            cancelled: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// A place for one more run of `tenant`, unless it has `max` unfinished already.
-    pub fn reserve(self: &Arc<Self>, tenant: &str, max: usize) -> Option<Reservation> {
-        let mut m = self.per_tenant.lock().ok()?;
-        let n = m.entry(tenant.to_string()).or_insert(0);
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(Reservation {
-            runs: self.clone(),
-            tenant: tenant.to_string(),
-        })
-    }
-
-    /// Stops run `id` (deleted) after the policy under way, if this controller runs it.
-    pub fn cancel(&self, id: &str) {
-        if let Ok(m) = self.cancelled.lock() {
-            if let Some(flag) = m.get(id) {
-                flag.store(true, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn flag(&self, id: &str) -> Arc<AtomicBool> {
-        let flag = Arc::new(AtomicBool::new(false));
-        if let Ok(mut m) = self.cancelled.lock() {
-            m.insert(id.to_string(), flag.clone());
-        }
-        flag
-    }
-
-    fn forget(&self, id: &str) {
-        if let Ok(mut m) = self.cancelled.lock() {
-            m.remove(id);
-        }
-    }
+/// `v` as stored JSON.
+pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, Error> {
+    serde_json::to_string(v).map_err(Error::internal)
 }
 
 /// Starts run `id` in the background.
@@ -117,7 +46,7 @@ pub(super) fn start(state: ControlPlane, id: String, plan: Plan, reservation: Re
 }
 
 async fn run(state: &ControlPlane, id: &str, plan: Plan, cancel: &Arc<AtomicBool>) {
-    let Ok(_slot) = state.whatif.slots.clone().acquire_owned().await else {
+    let Some(_slot) = state.whatif.slot().await else {
         return;
     };
     match state.db.start_whatif_run(id).await {
@@ -172,10 +101,10 @@ async fn run(state: &ControlPlane, id: &str, plan: Plan, cancel: &Arc<AtomicBool
         tracing::info!("what-if run deleted while it ran");
         return;
     }
-    let progress = super::to_json(&read(&progress)).unwrap_or_else(|_| "[]".into());
+    let progress = to_json(&read(&progress)).unwrap_or_else(|_| "[]".into());
     let (end, error, result) = match outcome.map(|r| {
         r.and_then(|results| {
-            super::to_json(&results).map_err(|e| format!("the results cannot be stored: {e:#}"))
+            to_json(&results).map_err(|e| format!("the results cannot be stored: {e:#}"))
         })
     }) {
         Ok(Ok(results)) => (status::SUCCEEDED, None, Some(results)),
@@ -205,10 +134,10 @@ async fn write_progress(
     state: &ControlPlane,
     id: &str,
     progress: &[WhatIfProgress],
-) -> Result<bool, crate::Error> {
+) -> Result<bool, Error> {
     Ok(state
         .db
-        .set_whatif_progress(id, &super::to_json(&progress)?)
+        .set_whatif_progress(id, &to_json(&progress)?)
         .await?)
 }
 
@@ -292,36 +221,5 @@ pub fn result_of(r: &PolicyReport) -> WhatIfPolicyResult {
                 dropped: p.dropped,
             })
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn a_tenant_holds_at_most_its_places_until_they_are_dropped() {
-        let runs = WhatIfRuns::new(1);
-        let a = runs.reserve("t1", 1).unwrap();
-        assert!(runs.reserve("t1", 1).is_none());
-        let b = runs.reserve("t2", 1).unwrap();
-        drop(a);
-        let again = runs.reserve("t1", 1);
-        assert!(again.is_some());
-        drop((again, b));
-        assert!(runs.per_tenant.lock().unwrap().is_empty());
-    }
-
-    #[test]
-    fn cancelling_sets_the_flag_of_a_run_under_way_only() {
-        let runs = WhatIfRuns::new(1);
-        let flag = runs.flag("r1");
-        runs.cancel("r2");
-        assert!(!flag.load(Ordering::Relaxed));
-        runs.cancel("r1");
-        assert!(flag.load(Ordering::Relaxed));
-        runs.forget("r1");
-        assert!(runs.cancelled.lock().unwrap().is_empty());
     }
 }
