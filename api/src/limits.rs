@@ -26,7 +26,11 @@ pub async fn rate_limit(State(state): State<AppState>, mut req: Request, next: N
         )
     };
     if let Some(claims) = claims {
-        if let Err(e) = state.limiter.check(&state.db, &claims.tid).await {
+        if let Err(e) = state
+            .limiter
+            .check(&state.db, &claims.tid, state.leadership.replicas())
+            .await
+        {
             return ApiError::from(e).into_response();
         }
         if bearer {

@@ -127,6 +127,14 @@ impl Leadership {
         peers
     }
 
+    /// How many replicas are live (this one included; at least 1).
+    pub fn replicas(&self) -> usize {
+        let own = self.address();
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let others = peers.iter().filter(|p| **p != own).count();
+        others + 1
+    }
+
     /// Keeps the live replicas' URLs (read by the election loop every round).
     pub fn set_peers(&self, peers: Vec<String>) {
         *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = peers;

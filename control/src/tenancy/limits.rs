@@ -1,7 +1,10 @@
 //! Per-tenant request-rate limiting (token bucket; burst of two seconds' worth).
 //!
-//! The buckets live in this process's memory: with several controller replicas each one
-//! enforces the full rate on its own. Not replaced by `governor` (issue 33): its state is
+//! The buckets live in this process's memory. With several controller replicas each one
+//! enforces its share of the tenant's rate: the rate divided by the live replicas, so behind a
+//! balancer that spreads requests evenly the cluster admits the tenant's rate (a balancer that
+//! sends all of a tenant's requests to one replica admits only that replica's share). Not
+//! replaced by `governor` (issue 33): its state is
 //! in-process too (its state store's update is synchronous, so it cannot be a database
 //! round trip), its quotas are whole requests per period with a whole-number burst while
 //! tenants' rates are fractional, and a rate shared by replicas needs the state in
@@ -35,7 +38,9 @@ pub struct RateLimiter {
 }
 
 impl RateLimiter {
-    pub async fn check(&self, db: &Db, tenant_id: &str) -> Result<(), Error> {
+    /// Admits one request of `tenant_id` or refuses it with [`Error::RateLimited`]; this
+    /// replica admits `1 / replicas` of the tenant's rate and burst.
+    pub async fn check(&self, db: &Db, tenant_id: &str, replicas: usize) -> Result<(), Error> {
         let stale = match self.buckets.lock() {
             Ok(map) => map
                 .get(tenant_id)
@@ -67,7 +72,9 @@ impl RateLimiter {
         let Some(b) = map.get_mut(tenant_id) else {
             return Ok(());
         };
-        let rate = b.quotas.requests_per_second.max(0.001);
+        let replicas = replicas.max(1);
+        let cluster_rate = b.quotas.requests_per_second.max(0.001);
+        let rate = cluster_rate / replicas as f64;
         let burst = (rate * 2.0).max(1.0);
         let now = Instant::now();
         b.tokens = (b.tokens + now.duration_since(b.last).as_secs_f64() * rate).min(burst);
@@ -78,9 +85,15 @@ impl RateLimiter {
         } else {
             let wait = ((1.0 - b.tokens) / rate).ceil().max(1.0) as u64;
             Err(Error::RateLimited {
-                message: format!(
-                    "rate limit exceeded: this tenant may send {rate} requests per second (burst {burst}); retry after {wait} s"
-                ),
+                message: if replicas == 1 {
+                    format!(
+                        "rate limit exceeded: this tenant may send {rate} requests per second (burst {burst}); retry after {wait} s"
+                    )
+                } else {
+                    format!(
+                        "rate limit exceeded: this tenant may send {cluster_rate} requests per second to the cluster, {rate:.3} (burst {burst:.1}) to each of its {replicas} controller replicas; retry after {wait} s"
+                    )
+                },
                 retry_after_secs: wait,
             })
         }
@@ -115,4 +128,48 @@ pub async fn check_storage(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A tenant of 10 requests/s: one replica admits its 2-s burst of 20; with 4 replicas each
+    /// admits a quarter (burst 5) and says so.
+    #[tokio::test]
+    async fn each_replica_admits_its_share_of_the_rate() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&format!("sqlite://{}", dir.path().join("t.db").display()))
+            .await
+            .unwrap();
+        let quotas = Quotas {
+            requests_per_second: 10.0,
+            ..Quotas::default()
+        };
+        let t = db.create_tenant("acme", quotas).await.unwrap();
+        for (replicas, admitted) in [(1, 20), (4, 5)] {
+            let limiter = RateLimiter::default();
+            let mut ok = 0;
+            let mut refusal = None;
+            for _ in 0..40 {
+                match limiter.check(&db, &t.id, replicas).await {
+                    Ok(()) => ok += 1,
+                    Err(e) => refusal = Some(e.to_string()),
+                }
+            }
+            // A request or so may be refilled while the loop runs.
+            assert!(
+                (admitted..=admitted + 1).contains(&ok),
+                "{replicas} replicas: {ok} admitted"
+            );
+            let refusal = refusal.unwrap();
+            if replicas > 1 {
+                assert!(
+                    refusal.contains("10 requests per second to the cluster, 2.500"),
+                    "{refusal}"
+                );
+            }
+        }
+    }
 }
