@@ -163,7 +163,11 @@ impl Inference {
         let claims = self.state.tokens.verify(bearer(metadata)?)?;
         self.state
             .limiter
-            .check(&self.state.db, &claims.tid)
+            .check(
+                &self.state.db,
+                &claims.tid,
+                self.state.leadership.replicas(),
+            )
             .await?;
         Principal::from_claims(&self.state, claims).await
     }
