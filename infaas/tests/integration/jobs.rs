@@ -43,7 +43,7 @@ fn digits_x() -> Tensor {
 }
 
 /// The digits validation inputs repeated `times` times, as an NPZ with array `x`.
-fn repeated_npz(times: usize) -> (Vec<u8>, usize) {
+pub(crate) fn repeated_npz(times: usize) -> (Vec<u8>, usize) {
     let x = digits_x();
     let TensorData::Fp32(data) = &x.data else {
         panic!("digits x is FP32")
@@ -103,7 +103,7 @@ async fn submit_files(
 }
 
 /// Polls the job until `done`; panics after `timeout` with the job's state.
-async fn wait_job(
+pub(crate) async fn wait_job(
     p: &Platform,
     t: &Tenant,
     id: &str,
@@ -139,7 +139,7 @@ async fn wait_job(
 }
 
 /// The job's result lines by item; asserts every item in `0..items` is there exactly once.
-async fn results_exactly_once(
+pub(crate) async fn results_exactly_once(
     p: &Platform,
     t: &Tenant,
     id: &str,

@@ -478,3 +478,78 @@ async fn a_registration_whose_replica_dies_is_finished_by_another() {
     drop(doomed);
     survivor.stop().await;
 }
+
+/// An offline job submitted through a replica that is killed -9 mid-job is finished by
+/// another replica, every item exactly once: job chunks are claimed durably (a lease per
+/// chunk), so the job runner runs on every replica without a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_whose_replica_dies_is_finished_by_another_each_item_once() {
+    let Some(ort) = ort_library() else { return };
+    let Some(b) = Backends::services().await else {
+        return;
+    };
+    let survivor = Platform::start(infaas_control::config::Config {
+        data_dir: b.dir.path().join("survivor"),
+        job_chunk_rows: 64,
+        job_lease_ms: 1000,
+        ..fast_config(&b, &ort)
+    })
+    .await;
+    let t = survivor.tenant("acme", open_quotas()).await;
+    survivor
+        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
+        .await;
+    survivor
+        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
+        .await;
+    let doomed = Replica::start_with(
+        &b,
+        &[
+            "--ort-dylib-path".as_ref(),
+            ort.as_os_str(),
+            "--job-chunk-rows".as_ref(),
+            "64".as_ref(),
+            "--job-lease-ms".as_ref(),
+            "1000".as_ref(),
+        ],
+    );
+    let http = reqwest::Client::new();
+    all_ready(std::slice::from_ref(&doomed), &http).await;
+    let (bytes, items) = crate::jobs::repeated_npz(40);
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "input",
+            reqwest::multipart::Part::bytes(bytes).file_name("digits.npz"),
+        )
+        .text("app", "digits");
+    let r = http
+        .post(format!("{}/v1/jobs", doomed.base))
+        .bearer_auth(&t.token)
+        .multipart(form)
+        .send()
+        .await
+        .expect("submitting through the first replica");
+    assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
+    let body: Value = r.json().await.expect("the job");
+    let id = body["id"].as_str().expect("the job's id").to_string();
+    let at_kill = crate::jobs::wait_job(&survivor, &t, &id, Duration::from_secs(60), |j| {
+        j["items_done"].as_i64().unwrap_or(0) > 0
+    })
+    .await;
+    doomed.signal("-KILL");
+    let done_at_kill = at_kill["items_done"].as_i64().unwrap_or(0);
+    assert!(
+        done_at_kill < items as i64,
+        "the job finished before the kill"
+    );
+    let done = crate::jobs::wait_job(&survivor, &t, &id, Duration::from_secs(180), |j| {
+        assert_ne!(j["state"], "failed", "{j}");
+        j["state"] == "succeeded"
+    })
+    .await;
+    assert_eq!(done["items_done"], items);
+    crate::jobs::results_exactly_once(&survivor, &t, &id, items).await;
+    println!("killed a replica at {done_at_kill} of {items} items; the other finished the job, each item once");
+    drop(doomed);
+    survivor.stop().await;
+}
