@@ -8,7 +8,7 @@
 //! Run: `cargo bench -p infaas-scheduler --bench select`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::Criterion;
 use infaas_core::stats::percentile_of;
