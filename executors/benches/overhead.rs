@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use infaas_core::stats::{median_of, percentile};
 use infaas_core::Tensor;
 use infaas_executors::batcher::{BatcherConfig, Instance, InstanceFigures};
 use infaas_executors::engine::{Engine, SessionConfig};
@@ -203,14 +204,9 @@ fn config() -> BatcherConfig {
     }
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    median_of(values).unwrap_or_default()
 }
 
 fn medians(pairs: &[(f64, f64)]) -> (f64, f64) {

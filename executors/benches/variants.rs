@@ -21,6 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use infaas_core::stats::percentile;
 use infaas_core::{FileKind, Tensor};
 use infaas_executors::accuracy::{accuracy, AccuracyOptions};
 use infaas_executors::engine::{Engine, Hardware, OptLevel, SessionConfig};
@@ -44,11 +45,6 @@ fn zoo(file: &str) -> Vec<u8> {
         .join("../zoo")
         .join(file);
     std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i]
 }
 
 /// Latency (ms) of one `run_blocking` call, the inputs cloned outside the timed region.

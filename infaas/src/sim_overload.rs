@@ -1,6 +1,6 @@
 //! `infaas sim-overload`: Loki's accuracy scaling and early dropping against hardware scaling
 //! alone (InferLine) and per-task accuracy scaling (Proteus) on a SIMULATED fixed cluster
-//! under overload (see `infaas_sim::overload`): capacity at ≤ 1% SLO violations, and SLO
+//! under overload (see `infaas_eval::overload`): capacity at ≤ 1% SLO violations, and SLO
 //! violations and accuracy on a step overload and on rescaled Proteus traces.
 
 use std::collections::BTreeMap;
@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use infaas_scheduler::loki::{LokiSettings, ManagerSettings};
-use infaas_sim::catalogue::read_proteus;
-use infaas_sim::overload::{
+use infaas_eval::overload::{
     evaluate, loki_problem, overload_pipeline, overload_pipelines, step_arrivals, trace_arrivals,
-    AccuracyCeiling, Overload, OverloadEval, OverloadSettings, Policy, Workload,
+    AccuracyCeiling, Overload, OverloadEval, OverloadPolicy, OverloadSettings, Workload,
     OVERLOAD_PIPELINES,
 };
-use infaas_sim::pipeline::{input_arrivals, Input};
+use infaas_eval::pipeline::{input_arrivals, Input};
+use infaas_scheduler::loki::{LokiSettings, ManagerSettings};
+use infaas_sim::catalogue::read_proteus;
 use infaas_sim::trace::Trace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -63,7 +63,7 @@ pub struct SimOverloadArgs {
     #[arg(long)]
     profiles: Option<PathBuf>,
     /// End-to-end SLO, ms.
-    #[arg(long, default_value_t = infaas_sim::overload::SLO_MS)]
+    #[arg(long, default_value_t = infaas_eval::overload::SLO_MS)]
     slo_ms: f64,
     /// Workers per pool, e.g. `cpu=8,gpu_pascal=6,gpu_ampere=6`.
     #[arg(
@@ -295,9 +295,9 @@ pub fn run(args: SimOverloadArgs) -> anyhow::Result<()> {
         admission: args.admission,
         ..OverloadSettings::default()
     };
-    let policies: &[Policy] = match args.policies {
-        PoliciesArg::Main => &Policy::MAIN,
-        PoliciesArg::All => &Policy::ALL,
+    let policies: &[OverloadPolicy] = match args.policies {
+        PoliciesArg::Main => &OverloadPolicy::MAIN,
+        PoliciesArg::All => &OverloadPolicy::ALL,
     };
     let want = |w: WorkloadArg| args.workload == w || args.workload == WorkloadArg::All;
     let traces: Vec<(&str, &str)> = [

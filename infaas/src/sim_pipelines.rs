@@ -1,18 +1,18 @@
 //! `infaas sim-pipelines`: plans pipelines of models with InferLine's planner on a SIMULATED
 //! cluster (the Proteus catalogue), replays a Proteus trace pattern on the plans with the tuner
 //! and on the baselines (per-stage, CG-Peak), and prints what each cost and attained (see
-//! `infaas_sim::pipeline`).
+//! `infaas_eval::pipeline`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use infaas_scheduler::pipeline::Provisioning;
-use infaas_sim::catalogue::{read_proteus, Accelerator};
-use infaas_sim::pipeline::{
+use infaas_eval::pipeline::{
     evaluate, input_arrivals, pipeline, pipelines, EvalSettings, Input, OptionSettings,
     PipelineEval, PIPELINES,
 };
+use infaas_scheduler::pipeline::Provisioning;
+use infaas_sim::catalogue::{read_proteus, Accelerator};
 use infaas_sim::trace::Trace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,7 +1,7 @@
 //! Loki's resource manager decides alike on the controller and in the simulator: one arrival
 //! sequence (a step up, a spike, a fall) fed to the controller's loop logic
 //! (`infaas_control::pipelines::overload::Managers`, on a test clock, as its loop feeds it from
-//! the registry's arrivals) and to the simulator's run (`infaas_sim::overload::Overload::run`,
+//! the registry's arrivals) and to the simulator's run (`infaas_eval::overload::Overload::run`,
 //! its event loop counting the same arrivals) gives the same plans, decided at the same times
 //! for the same demands, in the same order; and they are the ones the manager's rules give.
 #![allow(clippy::unwrap_used)]
@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 
 use infaas_control::pipelines::overload::{Managers, PipelineKey};
 use infaas_core::LatencyPoint;
+use infaas_eval::overload::{
+    loki_problem, overload_pipeline, DemandEstimate, Overload, OverloadPolicy, OverloadSettings,
+};
 use infaas_scheduler::loki::manager::Cause;
 use infaas_scheduler::loki::{DropPolicy, ManagerSettings, Replan};
 use infaas_sim::catalogue::{Accelerator, Profile};
-use infaas_sim::overload::{
-    loki_problem, overload_pipeline, Estimate, Overload, OverloadSettings, Policy,
-};
 
 /// Queries per second before the sequence, and over its seconds: (from s, to s, rate).
 const BEFORE_QPS: usize = 40;
@@ -113,7 +113,7 @@ fn controller(last_arrival_ms: f64) -> Vec<Replan> {
 }
 
 /// The simulator's decisions for `policy` on the same arrivals, from the same rate.
-fn simulator(policy: Policy, arrivals: &[f64]) -> Vec<Replan> {
+fn simulator(policy: OverloadPolicy, arrivals: &[f64]) -> Vec<Replan> {
     let workers: BTreeMap<String, usize> =
         [("cpu".to_owned(), 2), ("gpu_pascal".to_owned(), 3)].into();
     let settings = OverloadSettings {
@@ -129,7 +129,7 @@ fn simulator(policy: Policy, arrivals: &[f64]) -> Vec<Replan> {
         .run(
             policy,
             arrivals,
-            Estimate::Ewma {
+            DemandEstimate::Ewma {
                 initial_qps: BEFORE_QPS as f64,
             },
         )
@@ -179,7 +179,10 @@ fn loki_manager_parity_the_controller_and_the_simulator_replan_alike() {
         assert!((r.plan_qps - demand / u).abs() < 1e-6, "{:#?}", show(&ctrl));
     }
     // The simulator decides the same, whatever the policy makes of the plans.
-    for policy in [Policy::InferLine, Policy::Loki(DropPolicy::RerouteThenDrop)] {
+    for policy in [
+        OverloadPolicy::InferLine,
+        OverloadPolicy::Loki(DropPolicy::RerouteThenDrop),
+    ] {
         let sim = simulator(policy, &arrivals);
         assert_eq!(
             sim.len(),

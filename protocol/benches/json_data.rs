@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use infaas_core::stats::median;
 use infaas_protocol::{tensor_from_json, JsonTensor, WireData};
 use serde::Deserialize;
 use serde_json::Value;
@@ -30,11 +31,6 @@ fn body(n: usize) -> String {
     )
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort_unstable();
-    xs[xs.len() / 2]
-}
-
 fn time(rounds: usize, f: impl Fn()) -> Duration {
     for _ in 0..rounds.div_ceil(10) {
         f();
@@ -48,6 +44,7 @@ fn time(rounds: usize, f: impl Fn()) -> Duration {
             })
             .collect(),
     )
+    .unwrap_or_default()
 }
 
 fn main() {

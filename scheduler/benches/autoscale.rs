@@ -14,6 +14,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+use infaas_core::stats::median;
 use infaas_core::{HardwareKind, LatencyPoint};
 use infaas_scheduler::autoscale::{
     exact, exact_with, gap, greedy, Family, Running, ScalingConfig, ScalingInput,
@@ -189,11 +190,6 @@ fn case(rng: &mut Rng) -> Case {
     }
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort_unstable();
-    xs[xs.len() / 2]
-}
-
 /// Every solver of the build on the same 10 seeded cases: the same optimum, and how long.
 fn compare_solvers() {
     let cases: Vec<Case> = (0..10u64)
@@ -222,7 +218,7 @@ fn compare_solvers() {
         }
         println!(
             "exact ILP with {solver:<5}: median {:?}, max {:?} over {} solves of 10 cases",
-            median(times.clone()),
+            median(times.clone()).unwrap_or_default(),
             times.iter().max().expect("runs"),
             times.len()
         );
@@ -295,12 +291,12 @@ fn main() {
         .collect();
     println!(
         "exact ILP: median {:?}, max {:?} over {runs} solves (target <= 100 ms)",
-        median(exact_times.clone()),
+        median(exact_times.clone()).unwrap_or_default(),
         exact_times.iter().max().expect("runs")
     );
     println!(
         "greedy:    median {:?}, max {:?} over 1000 decisions (target <= 1 ms)",
-        median(greedy_times.clone()),
+        median(greedy_times.clone()).unwrap_or_default(),
         greedy_times.iter().max().expect("runs")
     );
 

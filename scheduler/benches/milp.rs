@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use good_lp::{variable, Expression, Variable};
+use infaas_core::stats::median;
 use infaas_scheduler::milp::{self, Problem, Settings, Solver, Status};
 
 const BATCHES: [usize; 5] = [1, 2, 4, 8, 16];
@@ -247,11 +248,6 @@ fn count_vars(p: &Problem) -> (usize, usize) {
     (all.len(), all.iter().filter(|(_, i)| *i).count())
 }
 
-fn median(mut xs: Vec<Duration>) -> Duration {
-    xs.sort_unstable();
-    xs[xs.len() / 2]
-}
-
 fn main() {
     let (catalogue, source) = match read_proteus() {
         Some(c) => (c, proteus_path().display().to_string()),
@@ -334,7 +330,7 @@ fn main() {
                 "{name} ({} variables, {} integer) {solver:<5}: median {:?}, max {:?}, proven optimal {optimal}/10 (limit {limit:?})",
                 size.0,
                 size.1,
-                median(times.clone()),
+                median(times.clone()).unwrap_or_default(),
                 times.iter().max().expect("runs"),
             );
             objectives.push(objs);

@@ -8,9 +8,10 @@
 //! Run: `cargo bench -p infaas-scheduler --bench select`
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use criterion::Criterion;
+use infaas_core::stats::percentile_of;
 use infaas_core::{HardwareKind, LatencyPoint};
 use infaas_scheduler::{
     select, Decision, InstanceEntry, InstanceState, Prices, Query, Snapshot, Target, VariantEntry,
@@ -222,10 +223,6 @@ fn kind(d: &Decision) -> usize {
     }
 }
 
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 fn percentile_summary(s: &Snapshot, qs: &[Query]) {
     let mut mix = [0usize; 4];
     for q in qs {
@@ -263,12 +260,12 @@ fn percentile_summary(s: &Snapshot, qs: &[Query]) {
     println!(
         "select over {TIMED_CALLS} timed calls: median {:?}, p90 {:?}, p99 {:?}, p99.9 {:?}, max {:?} \
          (timer overhead median {:?}); loop mean {:?}/call",
-        percentile(&times, 0.5),
-        percentile(&times, 0.9),
-        percentile(&times, 0.99),
-        percentile(&times, 0.999),
+        percentile_of(&times, 0.5).unwrap_or_default(),
+        percentile_of(&times, 0.9).unwrap_or_default(),
+        percentile_of(&times, 0.99).unwrap_or_default(),
+        percentile_of(&times, 0.999).unwrap_or_default(),
         times[times.len() - 1],
-        percentile(&empty, 0.5),
+        percentile_of(&empty, 0.5).unwrap_or_default(),
         whole / TIMED_CALLS as u32,
     );
 }

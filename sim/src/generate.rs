@@ -233,16 +233,14 @@ impl Generator {
                 // A Poisson process of rate r(t), by thinning one of the envelope's rate.
                 let envelope = self.shape.max_rate();
                 if envelope > 0.0 {
-                    let mut t = 0.0;
-                    loop {
-                        t += exponential(&mut rng) / envelope;
-                        if t >= end {
-                            break;
-                        }
-                        if rng.random::<f64>() * envelope < self.shape.rate_at(t) {
-                            times.push(t);
-                        }
-                    }
+                    poisson_process(
+                        &mut rng,
+                        envelope,
+                        (0.0, end),
+                        |rng| 1.0 - rng.random::<f64>(),
+                        |rng, t| rng.random::<f64>() * envelope < self.shape.rate_at(t),
+                        &mut times,
+                    );
                 }
             }
         }
@@ -261,10 +259,66 @@ impl Generator {
     }
 }
 
-/// A sample of Exp(1).
-fn exponential(rng: &mut StdRng) -> f64 {
-    // 1 - U is in (0, 1], so the logarithm is finite.
-    -(1.0 - rng.random::<f64>()).ln()
+/// The one Poisson process of the generators: arrivals (s, ascending) at `rate` queries/s
+/// from `from` to `to`, with exponential gaps `-ln(u) / rate` where `open_unit` draws `u` in
+/// (0, 1] from `draws` (so the logarithm is finite), each candidate at `t` kept when
+/// `keep(draws, t)` (thinning; always, for a constant rate).
+fn poisson_process<D>(
+    draws: &mut D,
+    rate: f64,
+    (from, to): (f64, f64),
+    open_unit: impl Fn(&mut D) -> f64,
+    mut keep: impl FnMut(&mut D, f64) -> bool,
+    out: &mut Vec<f64>,
+) {
+    let mut t = from;
+    loop {
+        t += -open_unit(draws).ln() / rate;
+        if t >= to {
+            return;
+        }
+        if keep(draws, t) {
+            out.push(t);
+        }
+    }
+}
+
+/// SplitMix64's finaliser: the hash behind every counter-based draw of the simulators (the
+/// Poisson pieces here, the branch draws of pipelines).
+pub fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Seeded Poisson arrivals (ms from 0, sorted) over consecutive pieces of `(seconds, rate
+/// q/s)` (a piece at rate 0 holds none): the process of [`Generator`], its uniform draws
+/// counted rather than from a generator's state (draw `i` hashes the seed and `i`), so a piece
+/// needs nothing but the seed.
+pub fn poisson(pieces: &[(f64, f64)], seed: u64) -> Vec<f64> {
+    let mut out = Vec::new();
+    let mut start = 0.0f64;
+    let mut i = 0u64;
+    for &(len, rate) in pieces {
+        let end = start + len;
+        if rate > 0.0 {
+            poisson_process(
+                &mut i,
+                rate,
+                (start, end),
+                |i| {
+                    *i += 1;
+                    ((mix(seed ^ mix(*i)) >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+                },
+                |_, _| true,
+                &mut out,
+            );
+        }
+        start = end;
+    }
+    out.iter_mut().for_each(|t| *t *= 1e3);
+    out
 }
 
 /// A sample of N(0, 1) (Box-Muller).
@@ -327,6 +381,19 @@ mod tests {
         assert!((cv - 1.0).abs() < 0.05, "{cv}");
         assert!(t.arrivals.iter().all(|a| a.slo_ms == Some(300.0)));
         assert_eq!(t.apps, vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn poisson_pieces_are_seeded_and_follow_their_rates() {
+        let a = poisson(&[(10.0, 100.0), (5.0, 0.0), (10.0, 400.0)], 7);
+        assert_eq!(a, poisson(&[(10.0, 100.0), (5.0, 0.0), (10.0, 400.0)], 7));
+        assert_ne!(a, poisson(&[(10.0, 100.0), (5.0, 0.0), (10.0, 400.0)], 8));
+        assert!(a.windows(2).all(|w| w[0] < w[1]));
+        let count = |from: f64, to: f64| a.iter().filter(|&&t| (from..to).contains(&t)).count();
+        assert!((count(0.0, 10e3) as f64 - 1_000.0).abs() < 100.0);
+        assert_eq!(count(10e3, 15e3), 0);
+        assert!((count(15e3, 25e3) as f64 - 4_000.0).abs() < 200.0);
+        assert!(a.last().is_some_and(|&t| t < 25e3));
     }
 
     #[test]

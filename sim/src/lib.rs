@@ -5,14 +5,13 @@
 //! read into the scheduler's variant entries), under a routing and scaling policy
 //! ([`policy`]: the platform's, calling the scheduler's functions, and baselines), and
 //! reports per-second series and totals ([`report`]). Pipelines of models ([`pipeline`]):
-//! InferLine's trace-driven estimator, a runner with the tuner, baselines and their evaluation
-//! on the Proteus catalogue.
+//! InferLine's trace-driven estimator (the pipeline planner's) and a runner with the tuner.
+//! The control plane's what-if runs and pipeline plans call this crate; the evaluations of
+//! papers built on it (Loki, InferLine, Proteus, Themis) are in `infaas-eval`.
 
 pub mod catalogue;
 pub mod engine;
-pub mod forecast;
 pub mod generate;
-pub mod overload;
 pub mod pipeline;
 pub mod policy;
 pub mod report;

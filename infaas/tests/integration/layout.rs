@@ -24,6 +24,7 @@ const SERVER: &[&str] = &[
     "infaas-executors",
     "infaas-scheduler",
     "infaas-sim",
+    "infaas-eval",
     "infaas-worker",
     "infaas-onnx",
     "infaas-provision",
@@ -65,7 +66,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
         ),
         (
             "infaas-web",
-            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors", "infaas-sim"]]),
+            all(&[HTTP, STORAGE, RUNTIME, ASYNC, BINARY, &["infaas-store", "infaas-executors", "infaas-sim", "infaas-eval"]]),
             "pages are templates over view structs",
         ),
         (
@@ -96,9 +97,21 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
                 RUNTIME,
                 ASYNC,
                 BINARY,
+                &["infaas-store", "infaas-executors", "infaas-worker", "infaas-control", "infaas-api", "infaas-eval"],
+            ]),
+            "the simulator calls the scheduler's policies on simulated time: no I/O runtime, no server; the evaluations built on it are not its",
+        ),
+        (
+            "infaas-eval",
+            all(&[
+                HTTP,
+                STORAGE,
+                RUNTIME,
+                ASYNC,
+                BINARY,
                 &["infaas-store", "infaas-executors", "infaas-worker", "infaas-control", "infaas-api"],
             ]),
-            "the simulator calls the scheduler's policies on simulated time: no I/O runtime, no server",
+            "evaluations of papers run on the simulator: simulated time, no I/O runtime, no server",
         ),
         (
             "infaas-control",
@@ -106,9 +119,9 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
                 HTTP,
                 RUNTIME,
                 BINARY,
-                &["infaas-api", "infaas-web", "infaas-cli"],
+                &["infaas-api", "infaas-web", "infaas-cli", "infaas-eval"],
             ]),
-            "the control plane runs without a web framework; the HTTP edge calls it",
+            "the control plane runs without a web framework; the HTTP edge calls it; it calls the simulator's engines, never the evaluations",
         ),
         (
             "infaas-api",
@@ -116,7 +129,7 @@ fn rules() -> Vec<(&'static str, Vec<&'static str>, &'static str)> {
                 STORAGE,
                 RUNTIME,
                 BINARY,
-                &["infaas-cli", "infaas-scheduler", "infaas-sim", "infaas-provision", "infaas-onnx"],
+                &["infaas-cli", "infaas-scheduler", "infaas-sim", "infaas-eval", "infaas-provision", "infaas-onnx"],
             ]),
             "the HTTP edge turns requests into control-plane calls; it holds no policy or driver",
         ),
@@ -249,4 +262,6 @@ fn the_metadata_is_read() {
     assert!(deps["infaas"].contains(&"infaas-control".to_string()));
     // What-if runs: the control plane calls the simulator, never the other way round.
     assert!(deps["infaas-control"].contains(&"infaas-sim".to_string()));
+    // The evaluations run on the simulator, never the other way round.
+    assert!(deps["infaas-eval"].contains(&"infaas-sim".to_string()));
 }

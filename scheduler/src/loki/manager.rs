@@ -1,7 +1,7 @@
 //! The resource manager's loop (Loki §4.2): WHEN a pipeline's allocation is planned again and
 //! for WHAT demand. [`allocate`](super::allocate) makes an allocation for a demand; this
 //! decides the demand and the moments. The controller (`control/src/pipelines/overload.rs`)
-//! and the simulator (`sim/src/overload.rs`) both drive a [`Manager`] with the same
+//! and the simulator (`eval/src/overload/`) both drive a [`Manager`] with the same
 //! [`ManagerSettings`]: pure, no clock of its own, fed the arrivals of each tick and the time.
 //!
 //! **The demand estimate.** Arrivals are counted per tick ([`ManagerSettings::tick_s`], 1 s).

@@ -45,7 +45,7 @@
 //! return an LP point instead when it found none), the better of it and the greedy plan
 //! ([`super::greedy`]) by the step's objective; a failed solve gives the greedy plan.
 //! Optimality is hard to prove near saturation (packing 20 workers among many variants and
-//! batches): on the bench's Proteus pipelines (`sim/benches/loki.rs`, 1.5-3x the full-accuracy
+//! batches): on the bench's Proteus pipelines (`eval/benches/loki.rs`, 1.5-3x the full-accuracy
 //! capacity) the 400 ms incumbent is within 1.5% of the optimum's accuracy at the same served
 //! fraction, or serves up to 1.6% less of the demand, where proving the optimum takes 0.6-11 s.
 

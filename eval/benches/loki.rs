@@ -1,6 +1,6 @@
 //! Loki's resource manager and load balancer on the Proteus catalogue: every profiled
 //! (model, hardware, batch) of a family is an option of its task, built by the simulator's
-//! overload evaluation ([`infaas_sim::overload::loki_problem`]: 46 models x CPU, GPU Pascal and
+//! overload evaluation ([`infaas_eval::overload::loki_problem`]: 46 models x CPU, GPU Pascal and
 //! GPU Ampere x batches).
 //!
 //! Pipelines: `detect-classify` (YOLOv5 -> ResNet) and `three-stage` (YOLOv5 -> EfficientNet ->
@@ -15,28 +15,25 @@
 //! calls on the 3-task allocation.
 //!
 //! ```sh
-//! cargo bench -p infaas-sim --bench loki        # the Proteus catalogue in ../shared/data
-//! INFAAS_PROTEUS_PROFILES=path/to/aggregate_profiled.csv cargo bench -p infaas-sim --bench loki
+//! cargo bench -p infaas-eval --bench loki        # the Proteus catalogue in ../shared/data
+//! INFAAS_PROTEUS_PROFILES=path/to/aggregate_profiled.csv cargo bench -p infaas-eval --bench loki
 //! ```
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use infaas_core::stats::percentile_of;
+use infaas_eval::overload::{
+    default_workers, full_accuracy_capacity, loki_problem, overload_pipeline, SLO_MS,
+};
 use infaas_scheduler::loki::{
     allocate, alternatives, most_accurate_first, on_arrival, verify, Allocation, Arrival,
     DropPolicy, Hop, LokiSettings,
 };
 use infaas_sim::catalogue::read_proteus;
-use infaas_sim::overload::{
-    default_workers, full_accuracy_capacity, loki_problem, overload_pipeline, SLO_MS,
-};
 
 const TIMED_CALLS: usize = 100_000;
-
-fn percentile(sorted: &[Duration], q: f64) -> Duration {
-    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
-}
 
 fn describe(a: &Allocation) -> String {
     format!(
@@ -98,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "  demand {factor}x = {:.0} q/s\n    allocate (limit {:?}) x10: median {:?}, max {:?}; {}",
                 p.demand_qps,
                 settings.time_limit,
-                percentile(&times, 0.5),
+                percentile_of(&times, 0.5).unwrap_or_default(),
                 times[times.len() - 1],
                 describe(&a),
             );
@@ -156,8 +153,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (what, times) in [("pick", &pick_times), ("on_arrival", &drop_times)] {
         println!(
             "{what} over {TIMED_CALLS} timed calls: median {:?}, p99 {:?}, max {:?} (target <= 150 µs)",
-            percentile(times, 0.5),
-            percentile(times, 0.99),
+            percentile_of(times, 0.5).unwrap_or_default(),
+            percentile_of(times, 0.99).unwrap_or_default(),
             times[times.len() - 1]
         );
     }

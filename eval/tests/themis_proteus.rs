@@ -10,8 +10,10 @@ mod common;
 
 use std::path::PathBuf;
 
+use infaas_eval::forecast::{
+    compare_scaling, cpu_only, read_pattern, themis_cluster, ScalingTable,
+};
 use infaas_sim::catalogue::{read_proteus, Profile};
-use infaas_sim::forecast::{compare_scaling, cpu_only, read_pattern, themis_cluster, ScalingTable};
 
 fn data() -> Option<(PathBuf, Vec<Profile>)> {
     let (traces, profiles) = common::traces_and_profiles()?;

@@ -7,7 +7,7 @@
 mod common;
 
 use common::traces;
-use infaas_sim::forecast::{evaluate_proteus, BEST, HORIZONS, PATTERNS};
+use infaas_eval::forecast::{evaluate_proteus, BEST, HORIZONS, PATTERNS};
 
 /// The model fitted on each trace's first half forecasts its second half better than the
 /// naive forecast (the last second's rate) on most traces, at every horizon, and never

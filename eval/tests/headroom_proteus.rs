@@ -13,9 +13,9 @@ mod common;
 
 use std::path::PathBuf;
 
+use infaas_eval::forecast::read_pattern;
 use infaas_scheduler::autoscale::ScalingConfig;
 use infaas_sim::catalogue::{read_proteus, Profile};
-use infaas_sim::forecast::read_pattern;
 use infaas_sim::policy::by_name;
 use infaas_sim::report::Summary;
 use infaas_sim::{simulate, variants_for, Cluster};

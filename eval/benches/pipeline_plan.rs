@@ -5,8 +5,8 @@
 //! best. The target is at most 1 s on the development machine (2 shared cores).
 //!
 //! ```sh
-//! cargo bench -p infaas-sim --bench pipeline_plan        # the Proteus catalogue in ../shared/data
-//! INFAAS_PROTEUS_PROFILES=path/to/aggregate_profiled.csv cargo bench -p infaas-sim --bench pipeline_plan
+//! cargo bench -p infaas-eval --bench pipeline_plan        # the Proteus catalogue in ../shared/data
+//! INFAAS_PROTEUS_PROFILES=path/to/aggregate_profiled.csv cargo bench -p infaas-eval --bench pipeline_plan
 //! ```
 //!
 //! SIMULATED: the estimator replays the trace through the pipeline's queues (no model runs).
@@ -14,11 +14,12 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use infaas_core::stats::median_of;
+use infaas_eval::pipeline::{best_accuracy, pipeline, problem_for, OptionSettings};
 use infaas_scheduler::pipeline::plan;
 use infaas_sim::catalogue::read_proteus;
-use infaas_sim::pipeline::{
-    best_accuracy, pipeline, poisson_arrivals, problem_for, OptionSettings, TraceEstimator,
-};
+use infaas_sim::generate::poisson;
+use infaas_sim::pipeline::TraceEstimator;
 
 const TARGET_S: f64 = 1.0;
 const RUNS: usize = 5;
@@ -37,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     problem.percentile = 99.0;
     problem.max_replicas = 256;
     problem.min_accuracy = Some(0.9 * best_accuracy(&problem));
-    let arrivals = poisson_arrivals(100.0, 3600.0, 1);
+    let arrivals = poisson(&[(3600.0, 100.0)], 1);
     let options: usize = problem.nodes.iter().map(|n| n.options.len()).sum();
     println!(
         "SIMULATED: {} nodes, {options} options, {} queries over 1 h; target {TARGET_S} s",
@@ -67,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         walls.push(wall);
     }
     walls.sort_by(f64::total_cmp);
-    let median = walls[walls.len() / 2];
+    let median = median_of(&walls).unwrap_or_default();
     println!(
         "plan() median {median:.3} s, best {:.3} s over {RUNS} runs ({})",
         walls[0],

@@ -5,7 +5,7 @@
 //!   per-second arrival rate (all applications together), `h` = 1, 5 and 10 s ahead. Each
 //!   forecaster runs over the whole trace; its errors are measured on the second half, which
 //!   [`pick_best`] (the `best` row) did not see when it fitted its model on the first half.
-//! - [`compare_scaling`]: policies of [`crate::policy`] on one trace, with their SLO
+//! - [`compare_scaling`]: policies of [`infaas_sim::policy`] on one trace, with their SLO
 //!   violations and cost, as [`ScalingRow`]s.
 //!
 //! Both render as markdown tables ([`ForecastTable`], [`ScalingTable`]).
@@ -18,10 +18,10 @@ use infaas_scheduler::forecast::{
     candidate_seasons, forecast_errors_from, pick_best, ErrorReport, ForecastError, ForecastModel,
 };
 
-use crate::catalogue::{Accelerator, Profile};
-use crate::engine::{simulate, variants_for, Cluster, SimError};
-use crate::policy::by_name;
-use crate::trace::{Trace, TraceError};
+use infaas_sim::catalogue::{Accelerator, Profile};
+use infaas_sim::engine::{simulate, variants_for, Cluster, SimError};
+use infaas_sim::policy::by_name;
+use infaas_sim::trace::{Trace, TraceError};
 
 /// The Proteus Twitter traces, as directories under the traces' root (each holds `300/`, the
 /// traces at an SLO of 300 ms).
@@ -348,7 +348,7 @@ mod tests {
         let mut t = Trace::default();
         let (a, b) = (t.app_index("a"), t.app_index("b"));
         for (at_ms, app) in [(10.0, a), (20.0, b), (1500.0, a), (2100.0, b), (2200.0, b)] {
-            t.arrivals.push(crate::trace::Arrival {
+            t.arrivals.push(infaas_sim::trace::Arrival {
                 at_ms,
                 app,
                 slo_ms: None,
