@@ -148,6 +148,20 @@ else
   step "tests: cargo test" cargo test --workspace "${locked[@]}" --no-fail-fast "${runner_args[@]}"
 fi
 
+# Evaluations on third-party data (the Proteus traces and profiles, never in the repository):
+# run when the data is beside the repository or where INFAAS_PROTEUS_TRACES points; they fail,
+# not skip, when run without it.
+proteus="${INFAAS_PROTEUS_TRACES:-$INFAAS_ROOT/../shared/data/proteus/twitter}"
+if [[ ${#runner_args[@]} -eq 0 ]]; then
+  if [[ -d "$proteus" ]]; then
+    step "evaluations on the Proteus data" cargo test -p infaas-eval "${locked[@]}" \
+      --test themis_proteus --test forecast_proteus --test headroom_proteus -- --ignored
+  else
+    section "evaluations on the Proteus data"
+    echo "not run: no Proteus traces at $proteus (third-party data, kept beside the repository; set INFAAS_PROTEUS_TRACES and INFAAS_PROTEUS_PROFILES)"
+  fi
+fi
+
 if [[ ${#failed[@]} -gt 0 ]]; then
   msg="$(printf '%s; ' "${failed[@]}")"
   printf '\nFAILED: %s\n' "${msg%; }" >&2

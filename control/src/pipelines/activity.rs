@@ -4,6 +4,7 @@
 //! planner, the loops and the dashboard. State only: the operations that feed and read it sit
 //! above.
 
+use infaas_core::stats::select_percentile;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -100,16 +101,6 @@ fn prune(q: &mut VecDeque<(f64, f64)>, now: f64) {
     while q.front().is_some_and(|(t, _)| now - t > RECENT_MS) {
         q.pop_front();
     }
-}
-
-/// The `p`-th percentile of `values` (nearest rank), `None` when empty.
-pub fn percentile(values: &mut [f64], p: f64) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0) * values.len() as f64).ceil() as usize;
-    Some(values[rank.clamp(1, values.len()) - 1])
 }
 
 /// What a pipeline did in the last minute and its SLO attainment per second.
@@ -243,7 +234,7 @@ impl PipelineActivity {
                     (
                         node.clone(),
                         l.len(),
-                        percentile(&mut l, 99.0),
+                        select_percentile(&mut l, 0.99),
                         variant.clone(),
                     )
                 })
@@ -255,7 +246,7 @@ impl PipelineActivity {
             RecentFigures {
                 nodes,
                 queries_last_minute: e2e.len(),
-                p99_ms: percentile(&mut e2e, 99.0),
+                p99_ms: select_percentile(&mut e2e, 0.99),
                 seconds: a
                     .seconds
                     .iter()

@@ -39,6 +39,6 @@ pub mod tune;
 pub mod tuners;
 pub mod validate;
 
-pub use activity::{percentile, PipelineActivity, RecentFigures};
+pub use activity::{PipelineActivity, RecentFigures};
 pub use prepared::{Pipeline, Prepared, SignatureTensor};
 pub use registered::{create, delete, get, list, parse_document, prepared, MAX_DOCUMENT_BYTES};

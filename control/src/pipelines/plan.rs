@@ -11,13 +11,13 @@ use infaas_scheduler::pipeline::{self as planner, PlanNode, PlanOption, PlanProb
 use serde::Deserialize;
 
 use super::accuracy::{measure, Measurement};
-use super::activity::percentile;
 use super::prepared::Prepared;
 use super::registered::prepared;
 use super::replicas::provision;
 use super::validate::model_nodes;
 use crate::error::Error;
 use crate::platform::ControlPlane;
+use infaas_core::stats::select_percentile;
 
 /// Queries a switch must have seen before its measured branch probability is used.
 const MIN_BRANCH_SAMPLES: u64 = 20;
@@ -238,9 +238,9 @@ pub async fn plan(
     if overhead.is_empty() {
         notes.push("no query of the pipeline has been answered here yet: the estimate counts the models' time only (no dispatch overhead)".into());
     } else {
-        let mut sorted = overhead.clone();
-        let p50 = percentile(&mut sorted, 50.0).unwrap_or(0.0);
-        let p99 = percentile(&mut sorted, 99.0).unwrap_or(0.0);
+        let mut values = overhead.clone();
+        let p50 = select_percentile(&mut values, 0.5).unwrap_or(0.0);
+        let p99 = select_percentile(&mut values, 0.99).unwrap_or(0.0);
         notes.push(format!(
             "the estimate adds the overhead measured on {} answered queries beyond their models' time (p50 {p50:.3} ms, p99 {p99:.3} ms)",
             overhead.len()
