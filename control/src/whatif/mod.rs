@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::platform::ControlPlane;
-use plan::{LiveCluster, Plan};
+use plan::{LiveCluster, WhatIfSetup};
 use runner::to_json;
 pub use runs::{fail_interrupted, WhatIfRuns};
 
@@ -112,7 +112,7 @@ pub async fn submit(
     runner::start(
         state.clone(),
         row.id.clone(),
-        Plan {
+        WhatIfSetup {
             trace,
             policies,
             cluster,

@@ -28,7 +28,7 @@ pub const MAX_OVERHEAD_SAMPLES: usize = 10_000;
 
 /// What a run simulates.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct WhatIfSetup {
     pub trace: Trace,
     pub policies: Vec<String>,
     pub cluster: Cluster,

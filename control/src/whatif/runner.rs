@@ -18,7 +18,7 @@ use infaas_store::db::whatif::status;
 use serde::Serialize;
 use tracing::Instrument;
 
-use super::plan::Plan;
+use super::plan::WhatIfSetup;
 pub use super::runs::{Reservation, WhatIfRuns};
 use crate::error::Error;
 use crate::platform::ControlPlane;
@@ -32,7 +32,7 @@ pub(super) fn to_json<T: Serialize>(v: &T) -> Result<String, Error> {
 }
 
 /// Starts run `id` in the background.
-pub(super) fn start(state: ControlPlane, id: String, plan: Plan, reservation: Reservation) {
+pub(super) fn start(state: ControlPlane, id: String, plan: WhatIfSetup, reservation: Reservation) {
     let cancel = state.whatif.flag(&id);
     let span = tracing::info_span!("whatif", run = %id);
     tokio::spawn(
@@ -45,7 +45,7 @@ pub(super) fn start(state: ControlPlane, id: String, plan: Plan, reservation: Re
     );
 }
 
-async fn run(state: &ControlPlane, id: &str, plan: Plan, cancel: &Arc<AtomicBool>) {
+async fn run(state: &ControlPlane, id: &str, plan: WhatIfSetup, cancel: &Arc<AtomicBool>) {
     let Some(_slot) = state.whatif.slot().await else {
         return;
     };
@@ -143,7 +143,7 @@ async fn write_progress(
 
 /// Simulates every policy of the plan in turn (on a blocking thread).
 fn simulate_all(
-    plan: &Plan,
+    plan: &WhatIfSetup,
     progress: &Mutex<Vec<WhatIfProgress>>,
     cancel: &AtomicBool,
 ) -> Result<Vec<WhatIfPolicyResult>, String> {

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use infaas_scheduler::pipeline::{
-    estimated_accuracy, node_plans, plan, NodeConfig, NodePlan, Plan, PlanError, Provisioning,
-    TunerConfig,
+    estimated_accuracy, node_plans, plan, NodeConfig, NodePlan, PipelinePlan, PlanError,
+    Provisioning, TunerConfig,
 };
 use infaas_scheduler::Prices;
 use infaas_sim::catalogue::Profile;
@@ -96,7 +96,7 @@ pub struct PipelineEval {
     pub live_queries: usize,
     pub live_s: f64,
     /// InferLine's plan on the planning trace.
-    pub plan: Plan,
+    pub plan: PipelinePlan,
     pub rows: Vec<PipelineRow>,
     /// Policies that could not be configured, and why.
     pub failed: Vec<(String, String)>,

@@ -28,17 +28,17 @@ use good_lp::{variable, Expression, Variable};
 use infaas_core::HardwareKind;
 
 use crate::autoscale::problem::{family_actions, Loads, Objective, Prepared, Room};
-use crate::autoscale::{Plan, ScalingError, ScalingInput};
+use crate::autoscale::{ScalingError, ScalingInput, ScalingPlan};
 use crate::milp::{self, Problem, Settings, Solver, Status};
 use crate::snapshot::VariantEntry;
 
 /// The optimal plan for `input`: least objective over every feasible set of loads and removals.
-pub fn exact(input: &ScalingInput) -> Result<Plan, ScalingError> {
+pub fn exact(input: &ScalingInput) -> Result<ScalingPlan, ScalingError> {
     exact_with(input, Solver::DEFAULT)
 }
 
 /// [`exact`] solved by `solver` (to compare solvers on the same inputs).
-pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<Plan, ScalingError> {
+pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<ScalingPlan, ScalingError> {
     let p = Prepared::new(input)?;
     let (loads, removals) = optimal_changes(&p, solver)?;
     let score = p.score(&loads, &removals);
@@ -71,7 +71,7 @@ pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<Plan, ScalingE
         );
         actions.extend(family_actions(&p, f, &fl, &fr, &why));
     }
-    Ok(Plan { actions, score })
+    Ok(ScalingPlan { actions, score })
 }
 
 /// Where the resource constraints are written.
@@ -378,7 +378,7 @@ pub struct Gap {
 
 /// Solves `input` exactly and compares `plan` (e.g. [`crate::autoscale::greedy`]'s) with the
 /// optimum.
-pub fn gap(input: &ScalingInput, plan: &Plan) -> Result<Gap, ScalingError> {
+pub fn gap(input: &ScalingInput, plan: &ScalingPlan) -> Result<Gap, ScalingError> {
     let optimal = exact(input)?.score;
     let diff = plan.score.objective - optimal.objective;
     let relative = if optimal.objective.abs() > f64::MIN_POSITIVE {

@@ -87,7 +87,7 @@ pub use period::{
     model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,
     PeriodPlan, Planner, Shortage,
 };
-pub use problem::{Family, FamilyDemand, Objective, Plan, Running, ScalingInput};
+pub use problem::{Family, FamilyDemand, Objective, Running, ScalingInput, ScalingPlan};
 pub use resolve::{resolve, ActionPlan, ClaimedRoom, Resolution, Step};
 pub use themis::{
     StageInstance, Themis, ThemisAction, ThemisConfig, ThemisDecision, ThemisError, ThemisInput,

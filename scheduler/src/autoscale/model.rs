@@ -22,7 +22,7 @@
 //! Families are handled in order; each one's loads take room from those after it.
 
 use crate::autoscale::problem::{family_actions, Loads, Prepared, Room};
-use crate::autoscale::{Plan, ScalingError, ScalingInput};
+use crate::autoscale::{ScalingError, ScalingInput, ScalingPlan};
 
 /// A candidate set of changes for one family.
 struct Candidate {
@@ -35,7 +35,7 @@ struct Candidate {
 }
 
 /// One greedy decision over every family of `input`; see the module documentation.
-pub fn greedy(input: &ScalingInput) -> Result<Plan, ScalingError> {
+pub fn greedy(input: &ScalingInput) -> Result<ScalingPlan, ScalingError> {
     let p = Prepared::new(input)?;
     let mut room = Room::new(input.workers);
     let (mut loads, mut removals, mut actions) = (Vec::new(), Vec::new(), Vec::new());
@@ -47,7 +47,7 @@ pub fn greedy(input: &ScalingInput) -> Result<Plan, ScalingError> {
         loads.extend(fl);
         removals.extend(fr);
     }
-    Ok(Plan {
+    Ok(ScalingPlan {
         actions,
         score: p.score(&loads, &removals),
     })

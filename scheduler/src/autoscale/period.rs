@@ -27,13 +27,14 @@ use infaas_core::HardwareKind;
 
 use crate::autoscale::{
     migrations, peak_at, vertical_settling, Action, ActionKind, CpuInstance, FamilyDemand,
-    MigrationConfig, Plan, ScalingConfig, ScalingError, ScalingInput, Settling, VerticalConfig,
+    MigrationConfig, ScalingConfig, ScalingError, ScalingInput, ScalingPlan, Settling,
+    VerticalConfig,
 };
 use crate::instance_state::InstanceState;
 use crate::snapshot::{Prices, Snapshot};
 
 /// A horizontal planner: [`crate::autoscale::greedy`] or [`crate::autoscale::exact`].
-pub type Planner = fn(&ScalingInput) -> Result<Plan, ScalingError>;
+pub type Planner = fn(&ScalingInput) -> Result<ScalingPlan, ScalingError>;
 
 /// One family (a model of a tenant) with live instances, as the period sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,7 +291,7 @@ pub fn plan_demands(
     prices: Prices,
     cfg: ScalingConfig,
     planner: Planner,
-) -> Result<Plan, ScalingError> {
+) -> Result<ScalingPlan, ScalingError> {
     let fd: Vec<FamilyDemand> = demands
         .iter()
         .map(|d| FamilyDemand {
@@ -320,7 +321,7 @@ pub fn plan_demands(
 fn short_demands(
     s: &Snapshot,
     demands: &[Demand],
-    plan: &Plan,
+    plan: &ScalingPlan,
     scaling: &ScalingConfig,
 ) -> Vec<(usize, HardwareKind, f64)> {
     if plan.score.unserved_qps <= 0.0 {

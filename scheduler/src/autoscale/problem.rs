@@ -156,7 +156,7 @@ pub struct Objective {
 
 /// A model-scaling plan: actions and their score.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct ScalingPlan {
     pub actions: Vec<Action>,
     pub score: Objective,
 }

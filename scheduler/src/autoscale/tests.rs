@@ -94,7 +94,7 @@ fn input<'a>(
     }
 }
 
-fn kinds(plan: &Plan) -> Vec<ActionKind> {
+fn kinds(plan: &ScalingPlan) -> Vec<ActionKind> {
     plan.actions.iter().map(|a| a.kind).collect()
 }
 

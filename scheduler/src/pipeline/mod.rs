@@ -277,7 +277,7 @@ pub trait Estimator {
     }
 }
 
-/// One node of a [`Plan`].
+/// One node of a [`PipelinePlan`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodePlan {
     pub name: String,
@@ -303,7 +303,7 @@ pub struct NodePlan {
 
 /// The planner's answer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Plan {
+pub struct PipelinePlan {
     pub nodes: Vec<NodePlan>,
     pub configs: Vec<NodeConfig>,
     /// The estimator's full estimate of `configs`.

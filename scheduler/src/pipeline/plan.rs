@@ -36,8 +36,8 @@ use std::collections::HashMap;
 
 use super::{
     accuracy_with, cost_per_hour, estimated_accuracy, longest_path, node_plans,
-    option_throughput_per_s, reach_probabilities, service_time_ms, Estimator, NodeConfig, Plan,
-    PlanError, PlanProblem,
+    option_throughput_per_s, reach_probabilities, service_time_ms, Estimator, NodeConfig,
+    PipelinePlan, PlanError, PlanProblem,
 };
 
 /// Relative margin under which two costs are equal.
@@ -51,7 +51,10 @@ const REPAIR_STEPS: usize = 6;
 const MAX_STEPS: usize = 100_000;
 
 /// Plans `problem` against `estimator` (see the module documentation).
-pub fn plan(problem: &PlanProblem, estimator: &mut dyn Estimator) -> Result<Plan, PlanError> {
+pub fn plan(
+    problem: &PlanProblem,
+    estimator: &mut dyn Estimator,
+) -> Result<PipelinePlan, PlanError> {
     problem.validate()?;
     let service = service_time_ms(problem);
     if service >= problem.slo_ms {
@@ -75,7 +78,7 @@ pub fn plan(problem: &PlanProblem, estimator: &mut dyn Estimator) -> Result<Plan
             });
         }
     }
-    Ok(Plan {
+    Ok(PipelinePlan {
         nodes: node_plans(problem, &configs),
         accuracy: estimated_accuracy(problem, &configs),
         cost_per_hour: cost,
