@@ -318,7 +318,8 @@ impl Registration {
         self
     }
 
-    fn form(&self) -> Form {
+    /// The registration as the multipart form `POST /v1/models` takes.
+    pub fn form(&self) -> Form {
         self.fields
             .iter()
             .fold(Form::new(), |form, (key, field)| match field {

@@ -15,7 +15,7 @@ use infaas_control::tenancy::generate_key;
 use infaas_core::Role;
 use infaas_store::Db;
 use infaas_testing::platform::backends::{skip_or_fail, Backends};
-use infaas_testing::platform::{digit_row, open_quotas, ort_library, zoo_bytes};
+use infaas_testing::platform::{digit_row, open_quotas, ort_library, Registration};
 use serde_json::Value;
 
 const CLUSTER_TOKEN: &str = "failover-test-cluster-token";
@@ -510,19 +510,7 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
         http: plain.clone(),
         token: token.expect("a token"),
     });
-    let form = reqwest::multipart::Form::new()
-        .text("name", "digits-logreg")
-        .text("app", "digits")
-        .part(
-            "model",
-            reqwest::multipart::Part::bytes(zoo_bytes("digits-logreg.onnx"))
-                .file_name("digits-logreg.onnx"),
-        )
-        .part(
-            "validation",
-            reqwest::multipart::Part::bytes(zoo_bytes("digits-val.npz"))
-                .file_name("digits-val.npz"),
-        );
+    let form = Registration::zoo("digits-logreg", "digits").form();
     let r = plain
         .post(format!("{lb}/v1/models"))
         .bearer_auth(&client.token)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use infaas_store::{Db, LEADER_LEASE};
 use infaas_testing::platform::backends::Backends;
 use infaas_testing::platform::{
-    digit_row, fast_config, open_quotas, ort_library, zoo_bytes, Platform, Registration, Tenant,
+    digit_row, fast_config, open_quotas, ort_library, Platform, Registration, Tenant,
 };
 use serde_json::Value;
 
@@ -391,19 +391,7 @@ async fn a_registration_whose_replica_dies_is_finished_by_another() {
     let http = reqwest::Client::new();
     all_ready(std::slice::from_ref(&doomed), &http).await;
     let name = "digits-mlp-l";
-    let form = reqwest::multipart::Form::new()
-        .text("name", name)
-        .text("app", "digits")
-        .part(
-            "model",
-            reqwest::multipart::Part::bytes(zoo_bytes("digits-mlp-l.onnx"))
-                .file_name("digits-mlp-l.onnx"),
-        )
-        .part(
-            "validation",
-            reqwest::multipart::Part::bytes(zoo_bytes("digits-val.npz"))
-                .file_name("digits-val.npz"),
-        );
+    let form = Registration::zoo(name, "digits").form();
     let r = http
         .post(format!("{}/v1/models", doomed.base))
         .bearer_auth(&t.token)
