@@ -60,6 +60,10 @@ pub struct Config {
     pub profile_runs: usize,
     /// Time budget per batch size when profiling a variant, in milliseconds.
     pub profile_max_ms_per_batch: u64,
+    /// Whether a registration prunes the variants another variant of the model dominates
+    /// (slower at equal or better accuracy on the same hardware, threads and max batch).
+    /// Off keeps every variant, for comparing them.
+    pub prune_variants: bool,
     /// Address a separate worker process (`infaas worker`) listens on (port 0: any free port).
     pub worker_listen: SocketAddr,
     /// Intra-op threads a worker's instances may reserve in total (default 4 x cores: idle
@@ -383,6 +387,7 @@ impl Default for Config {
             worker_cores: None,
             profile_runs: 30,
             profile_max_ms_per_batch: 500,
+            prune_variants: true,
             worker_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             worker_thread_budget: None,
             worker_memory_bytes: None,
@@ -463,6 +468,8 @@ pub struct Overrides {
     pub profile_runs: Option<usize>,
     #[arg(long, env = "INFAAS_PROFILE_MAX_MS_PER_BATCH", global = true)]
     pub profile_max_ms_per_batch: Option<u64>,
+    #[arg(long, env = "INFAAS_PRUNE_VARIANTS", global = true)]
+    pub prune_variants: Option<bool>,
     #[arg(long, env = "INFAAS_WORKER_LISTEN", global = true)]
     pub worker_listen: Option<SocketAddr>,
     #[arg(long, env = "INFAAS_WORKER_THREAD_BUDGET", global = true)]
@@ -620,6 +627,7 @@ impl Config {
             shutdown_grace_secs,
             profile_runs,
             profile_max_ms_per_batch,
+            prune_variants,
             worker_listen,
             max_queue_delay_us,
             inline_max_us,

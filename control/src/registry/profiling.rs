@@ -462,7 +462,11 @@ async fn run(
         .step(ModelStatus::Profiling, "pruning dominated variants")
         .await?;
     let profiled = state.db.list_variants(&model.id).await?;
-    let pruned = prune::dominated(&profiled);
+    let pruned = if state.config.prune_variants {
+        prune::dominated(&profiled)
+    } else {
+        Vec::new()
+    };
     let mut detail = "ready".to_string();
     if !skipped.is_empty() {
         detail.push_str(&format!("; skipped {}", skipped.join("; ")));
