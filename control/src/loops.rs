@@ -89,6 +89,9 @@ async fn elect(
         }
         // Every replica seen within two lease periods: the URLs workers report to.
         let within = i64::try_from(2 * leadership.settings().ttl.as_millis()).unwrap_or(i64::MAX);
+        if let Err(e) = control.db.forget_replicas(within).await {
+            tracing::warn!(error = %e, "cannot forget the replicas that are gone");
+        }
         match control.db.live_replicas(within).await {
             Ok(rows) => leadership.set_peers(rows.into_iter().map(|r| r.address).collect()),
             Err(e) => tracing::warn!(error = %e, "cannot read the live replicas"),

@@ -1138,6 +1138,11 @@ async fn leases_elect_one_holder_and_fence_a_deposed_one(b: &Backends) {
         .collect();
     assert_eq!(ids.len(), 2, "{live:?}");
     assert!(ids.contains(&("a", "10.0.0.1:8081")) && ids.contains(&("b", "10.0.0.2:8080")));
+    // An announcement older than the window is not live, and forgetting removes it.
+    assert!(db.live_replicas(-minute).await.unwrap().is_empty());
+    assert_eq!(db.forget_replicas(-minute).await.unwrap(), 2);
+    db.announce_replica("a", "10.0.0.1:8081").await.unwrap();
+    db.announce_replica("b", "10.0.0.2:8080").await.unwrap();
     db.withdraw_replica("a").await.unwrap();
     let live = db.live_replicas(minute).await.unwrap();
     assert_eq!(live.len(), 1);

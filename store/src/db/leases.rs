@@ -198,19 +198,15 @@ impl Db {
         Ok(())
     }
 
-    /// Replicas seen within `within_ms` (database clock), oldest first; older announcements
-    /// are removed.
+    /// Replicas seen within `within_ms` (database clock), oldest first. A read only: the
+    /// announcements of replicas gone longer are removed by [`Db::forget_replicas`].
     pub async fn live_replicas(&self, within_ms: i64) -> Result<Vec<ReplicaRow>, StoreError> {
         let now = self.kind().now_ms_sql();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DELETE FROM replicas WHERE seen_ms < {now} - $1"
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT id, address, started_ms, seen_ms FROM replicas \
+             WHERE seen_ms >= {now} - $1 ORDER BY started_ms, id"
         )))
         .bind(within_ms)
-        .execute(self.pool())
-        .await?;
-        let rows = sqlx::query(
-            "SELECT id, address, started_ms, seen_ms FROM replicas ORDER BY started_ms, id",
-        )
         .fetch_all(self.pool())
         .await?;
         rows.iter()
@@ -223,6 +219,18 @@ impl Db {
                 })
             })
             .collect()
+    }
+
+    /// Removes the announcements not renewed within `within_ms` (replicas that died).
+    pub async fn forget_replicas(&self, within_ms: i64) -> Result<u64, StoreError> {
+        let now = self.kind().now_ms_sql();
+        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DELETE FROM replicas WHERE seen_ms < {now} - $1"
+        )))
+        .bind(within_ms)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// Removes replica `id`'s announcement (it is stopping).
