@@ -128,6 +128,7 @@ pub fn router(state: AppState) -> Router {
         .nest("/v1", v1)
         .nest("/v2", v2)
         .route("/cluster/heartbeat", post(routes::cluster::heartbeat))
+        .merge(embedded_worker(&state))
         .nest(
             "/ui",
             routes::dashboard::routes(upload_body_limit(&state.config)),
@@ -147,6 +148,26 @@ pub fn router(state: AppState) -> Router {
             )))
         }))
         .with_state(state)
+}
+
+/// The embedded worker's protocol under `/worker`, for the other controller replicas
+/// (`infaas_control::cluster::embedded`); none on a database that holds one replica.
+fn embedded_worker(state: &AppState) -> Router<AppState> {
+    let node = state
+        .cluster
+        .embedded()
+        .filter(|_| infaas_control::exchange::enabled(state.db.kind()));
+    match node {
+        Some(node) => Router::new().nest_service(
+            infaas_control::cluster::embedded::PATH,
+            infaas_worker::server::router(
+                node.clone(),
+                state.cluster_token.clone(),
+                state.config.max_body_bytes.max(64 << 20),
+            ),
+        ),
+        None => Router::new(),
+    }
 }
 
 /// A registration carries a model and a validation set, each up to the upload limit.

@@ -301,12 +301,14 @@ fn mape(observed: &[(i64, f64)], predicted: &[(i64, f64)]) -> Option<f64> {
 }
 
 /// Feeds `forecasts` once a second, until `shutdown`, with every application's arrivals
-/// (queries per second) of the last complete second from the recorded traffic; an
+/// (queries per second) of the last complete second `settle_s` seconds ago from the recorded
+/// traffic (the other replicas' arrivals come in that much later, [`crate::exchange`]); an
 /// application without queries in a second is fed 0, and forgotten once it has had none for
 /// a whole window.
 pub async fn run(
     forecasts: Arc<Forecasts>,
     traffic: Arc<TrafficRecorder>,
+    settle_s: i64,
     shutdown: CancellationToken,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -319,7 +321,7 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
             _ = tick.tick() => {}
         }
-        let second = infaas_core::time::now_ms().div_euclid(1000) - 1;
+        let second = infaas_core::time::now_ms().div_euclid(1000) - 1 - settle_s.max(0);
         // Every complete second since the last tick (a late tick catches up, up to a minute).
         let from = last.map_or(second, |l| (l + 1).max(second - MAX_GAP_FILL));
         for s in from..=second {

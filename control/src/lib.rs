@@ -8,6 +8,7 @@ pub mod autoscaler;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod exchange;
 pub mod forecasts;
 pub mod jobs;
 pub mod leader;

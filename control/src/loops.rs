@@ -36,9 +36,16 @@ pub fn start(
     crate::registry::profiling::start(control.clone(), shutdown.clone());
     tokio::spawn(control.cluster.clone().run(shutdown.clone()));
     tokio::spawn(JobRunner::new(control.clone()).run(shutdown.clone()));
+    let exchanging = crate::exchange::enabled(control.db.kind());
+    tokio::spawn(crate::exchange::run(control.clone(), shutdown.clone()));
     tokio::spawn(crate::forecasts::run(
         control.forecasts.clone(),
         control.traffic.clone(),
+        if exchanging {
+            crate::exchange::SETTLE_S
+        } else {
+            0
+        },
         shutdown.clone(),
     ));
     tokio::spawn(control.usage.clone().run(
@@ -54,6 +61,14 @@ pub fn start(
             .map(|u| u.trim_end_matches('/').to_string())
             .unwrap_or_else(|| crate::autoscaler::controller_url(controller)),
     );
+    if exchanging {
+        tokio::spawn(crate::cluster::embedded::announce(
+            control.cluster.clone(),
+            control.leadership.clone(),
+            control.cluster_token.clone(),
+            shutdown.clone(),
+        ));
+    }
     let autoscaler = Autoscaler::new(control.clone(), controller);
     let election = tokio::spawn(elect(control.clone(), autoscaler.clone(), shutdown.clone()));
     Loops {

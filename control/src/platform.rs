@@ -113,11 +113,13 @@ impl ControlPlane {
         }
         let cluster_token = cluster_token(&config, &db).await?;
         crate::whatif::runs::fail_interrupted(&db).await;
+        let embedded_id = uuid::Uuid::new_v4().simple().to_string();
         let node = Arc::new(infaas_worker::WorkerNode::new(
             crate::cluster::node_config(
                 &config,
-                format!("embedded-{}", uuid::Uuid::new_v4()),
-                "embedded".into(),
+                format!("embedded-{embedded_id}"),
+                // Unique among the replicas' embedded workers, which every replica lists.
+                format!("embedded-{}", &embedded_id[..8]),
                 None,
             )
             .context("the simulated GPU's latency profile")?,

@@ -13,8 +13,12 @@
 //! Export spreads a second's arrivals evenly inside it (arrival `i` of `n` at
 //! `(i + 0.5) / n` of the second) and gives every one the second's strictest requirements;
 //! times start at the first exported second, so the same record exports the same CSV.
+//!
+//! With several controller replicas, each publishes the seconds it recorded and merges the
+//! others' ([`crate::exchange`]): a second reported late goes into its place in the ring, so
+//! exports and forecasts count the queries that arrived at any replica.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
 use infaas_core::trace::{Arrival, Trace};
@@ -29,6 +33,14 @@ struct Bucket {
     min_accuracy: Option<f64>,
 }
 
+impl Bucket {
+    fn add(&mut self, count: u32, slo_ms: Option<f64>, min_accuracy: Option<f64>) {
+        self.count = self.count.saturating_add(count);
+        self.slo_ms = strictest(self.slo_ms, slo_ms, f64::min);
+        self.min_accuracy = strictest(self.min_accuracy, min_accuracy, f64::max);
+    }
+}
+
 /// Memory of one recorded second of one application (the bound the documentation states).
 pub const BUCKET_BYTES: usize = std::mem::size_of::<Bucket>();
 const _: () = assert!(BUCKET_BYTES <= 48);
@@ -39,6 +51,23 @@ const _: () = assert!(BUCKET_BYTES <= 48);
 pub struct TrafficRecorder {
     horizon_s: i64,
     by_tenant: Mutex<HashMap<String, HashMap<String, VecDeque<Bucket>>>>,
+    /// This replica's arrivals not yet published to the other replicas, by (tenant,
+    /// application, second); `None` while nothing publishes them (one controller).
+    unshared: Mutex<Option<BTreeMap<(String, String, i64), Bucket>>>,
+}
+
+/// The arrivals of one application in one second, as replicas exchange them.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SecondArrivals {
+    pub tenant: String,
+    pub app: String,
+    /// Seconds since the Unix epoch.
+    pub second: i64,
+    pub count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_accuracy: Option<f64>,
 }
 
 impl TrafficRecorder {
@@ -47,6 +76,7 @@ impl TrafficRecorder {
         TrafficRecorder {
             horizon_s: i64::try_from(horizon_minutes.max(1).saturating_mul(60)).unwrap_or(60),
             by_tenant: Mutex::new(HashMap::new()),
+            unshared: Mutex::new(None),
         }
     }
 
@@ -76,6 +106,71 @@ impl TrafficRecorder {
         min_accuracy: Option<f64>,
     ) {
         let second = now_ms.div_euclid(1000);
+        if let Ok(mut unshared) = self.unshared.lock() {
+            if let Some(unshared) = unshared.as_mut() {
+                let b = unshared
+                    .entry((tenant.to_string(), app.to_string(), second))
+                    .or_insert(Bucket {
+                        second,
+                        count: 0,
+                        slo_ms: None,
+                        min_accuracy: None,
+                    });
+                b.add(1, slo_ms, min_accuracy);
+            }
+        }
+        self.add(tenant, app, second, 1, slo_ms, min_accuracy);
+    }
+
+    /// From now on, keeps this replica's arrivals for [`TrafficRecorder::take_unshared`] too.
+    pub fn share(&self) {
+        if let Ok(mut unshared) = self.unshared.lock() {
+            unshared.get_or_insert_with(BTreeMap::new);
+        }
+    }
+
+    /// This replica's arrivals since the last call (nothing before
+    /// [`TrafficRecorder::share`]).
+    pub fn take_unshared(&self) -> Vec<SecondArrivals> {
+        let taken = match self.unshared.lock() {
+            Ok(mut u) => u.as_mut().map(std::mem::take).unwrap_or_default(),
+            Err(_) => return Vec::new(),
+        };
+        taken
+            .into_iter()
+            .map(|((tenant, app, second), b)| SecondArrivals {
+                tenant,
+                app,
+                second,
+                count: b.count,
+                slo_ms: b.slo_ms,
+                min_accuracy: b.min_accuracy,
+            })
+            .collect()
+    }
+
+    /// Adds arrivals that another replica received (they are not published again).
+    pub fn merge(&self, a: &SecondArrivals) {
+        self.add(
+            &a.tenant,
+            &a.app,
+            a.second,
+            a.count,
+            a.slo_ms,
+            a.min_accuracy,
+        );
+    }
+
+    /// Adds `count` arrivals in `second` to the application's ring, in time order.
+    fn add(
+        &self,
+        tenant: &str,
+        app: &str,
+        second: i64,
+        count: u32,
+        slo_ms: Option<f64>,
+        min_accuracy: Option<f64>,
+    ) {
         let Ok(mut by_tenant) = self.by_tenant.lock() else {
             return;
         };
@@ -87,21 +182,25 @@ impl TrafficRecorder {
             Some(ring) => ring,
             None => apps.entry(app.to_string()).or_default(),
         };
-        match ring.back_mut() {
-            // A clock stepped back by less than a second merges into the latest bucket.
-            Some(b) if b.second >= second => {
-                b.count = b.count.saturating_add(1);
-                b.slo_ms = strictest(b.slo_ms, slo_ms, f64::min);
-                b.min_accuracy = strictest(b.min_accuracy, min_accuracy, f64::max);
-            }
-            _ => ring.push_back(Bucket {
-                second,
-                count: 1,
-                slo_ms,
-                min_accuracy,
-            }),
+        let oldest = ring.back().map_or(second, |b| b.second.max(second)) - self.horizon_s;
+        if second <= oldest {
+            return;
         }
-        let oldest = second - self.horizon_s;
+        // Buckets after `second` (an earlier second reported late by another replica).
+        let after = ring.iter().rev().take_while(|b| b.second > second).count();
+        let at = ring.len() - after;
+        match ring.get_mut(at.wrapping_sub(1)) {
+            Some(b) if b.second == second => b.add(count, slo_ms, min_accuracy),
+            _ => ring.insert(
+                at,
+                Bucket {
+                    second,
+                    count,
+                    slo_ms,
+                    min_accuracy,
+                },
+            ),
+        }
         while ring.front().is_some_and(|b| b.second <= oldest) {
             ring.pop_front();
         }
@@ -293,5 +392,56 @@ mod tests {
             r.record_at(T0 + s * 1000, "t", "a", None, None);
         }
         assert_eq!(r.by_tenant.lock().unwrap()["t"]["a"].len(), 60);
+    }
+
+    #[test]
+    fn seconds_from_other_replicas_go_into_their_place_and_are_not_published_again() {
+        let r = TrafficRecorder::new(60);
+        r.record_at(T0, "t1", "a", None, None);
+        assert!(r.take_unshared().is_empty(), "nothing kept before share");
+        r.share();
+        r.record_at(T0 + 3_000, "t1", "a", Some(40.0), None);
+        r.record_at(T0 + 3_100, "t1", "a", None, None);
+        // Another replica's seconds 1 and 3, reported after this replica recorded second 3.
+        let s = T0 / 1000;
+        for (second, count) in [(s + 3, 2), (s + 1, 5)] {
+            r.merge(&SecondArrivals {
+                tenant: "t1".into(),
+                app: "a".into(),
+                second,
+                count,
+                slo_ms: Some(20.0),
+                min_accuracy: None,
+            });
+        }
+        assert_eq!(r.counts_at(s), [("t1".into(), "a".into(), 1)]);
+        assert_eq!(r.counts_at(s + 1), [("t1".into(), "a".into(), 5)]);
+        assert_eq!(r.counts_at(s + 3), [("t1".into(), "a".into(), 4)]);
+        let t = r.export_at(T0 + 4_000, "t1", None, 5);
+        assert_eq!(t.arrivals.len(), 10);
+        assert!(t.arrivals.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+        // Only this replica's own arrivals since share are published.
+        assert_eq!(
+            r.take_unshared(),
+            [SecondArrivals {
+                tenant: "t1".into(),
+                app: "a".into(),
+                second: s + 3,
+                count: 2,
+                slo_ms: Some(40.0),
+                min_accuracy: None,
+            }]
+        );
+        assert!(r.take_unshared().is_empty());
+        // A second older than the horizon is dropped, not inserted.
+        r.merge(&SecondArrivals {
+            tenant: "t1".into(),
+            app: "a".into(),
+            second: s - 3_600,
+            count: 9,
+            slo_ms: None,
+            min_accuracy: None,
+        });
+        assert!(r.counts_at(s - 3_600).is_empty());
     }
 }

@@ -7,9 +7,9 @@ pub mod error;
 pub mod objects;
 
 pub use db::{
-    CatalogEntry, Chunk, ChunkCounts, Db, DbKind, Job, JobSummary, Lease, NewChunk, NewJob,
-    NewModel, NewScalingEvent, NewVariant, ObjectRecord, PruneMark, PrunedVariant, ReplicaRow,
-    ScalingEventRow, UsageRow, WhatIfRun, LEADER_LEASE,
+    ArrivalReport, CatalogEntry, Chunk, ChunkCounts, Db, DbKind, Job, JobSummary, Lease, NewChunk,
+    NewJob, NewModel, NewScalingEvent, NewVariant, ObjectRecord, PruneMark, PrunedVariant,
+    ReplicaRow, ScalingEventRow, UsageRow, WhatIfRun, LEADER_LEASE,
 };
 pub use error::StoreError;
 pub use objects::{open_object_store, ByteStream, ObjectInfo, ObjectStore, ObjectStoreConfig};

@@ -31,6 +31,7 @@ on_both_pairs!(
     pipelines_are_per_tenant,
     pruned_variants_leave_the_lists_and_serving,
     leases_elect_one_holder_and_fence_a_deposed_one,
+    arrival_reports_reach_the_other_replicas,
 );
 
 const MIB: usize = 1024 * 1024;
@@ -1147,4 +1148,40 @@ async fn leases_elect_one_holder_and_fence_a_deposed_one(b: &Backends) {
     let live = db.live_replicas(minute).await.unwrap();
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].id, "b");
+}
+
+/// A replica reads the others' arrival reports, never its own, in each publisher's order; a
+/// report number is taken once; the window and the pruning bound what is kept.
+async fn arrival_reports_reach_the_other_replicas(b: &Backends) {
+    let Stores { db, .. } = open(b).await;
+    db.publish_arrivals("a", 1, "a1").await.unwrap();
+    db.publish_arrivals("b", 1, "b1").await.unwrap();
+    db.publish_arrivals("a", 2, "a2").await.unwrap();
+    let err = db.publish_arrivals("a", 2, "again").await;
+    assert!(err.is_err(), "a report number is published once: {err:?}");
+    let seen_by_b: Vec<(String, i64, String)> = db
+        .arrivals_since("b", 60_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.replica, r.seq, r.body))
+        .collect();
+    assert_eq!(
+        seen_by_b,
+        [
+            ("a".to_string(), 1, "a1".to_string()),
+            ("a".to_string(), 2, "a2".to_string())
+        ]
+    );
+    let seen_by_c = db.arrivals_since("c", 60_000).await.unwrap();
+    assert_eq!(seen_by_c.len(), 3);
+    assert!(
+        seen_by_c.iter().all(|r| r.at_ms > 1_600_000_000_000),
+        "{seen_by_c:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // Nothing within the last 5 ms; pruning what is older than 5 ms removes all three.
+    assert!(db.arrivals_since("c", 5).await.unwrap().is_empty());
+    assert_eq!(db.prune_arrivals(5).await.unwrap(), 3);
+    assert!(db.arrivals_since("c", 60_000).await.unwrap().is_empty());
 }

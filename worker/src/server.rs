@@ -325,9 +325,9 @@ impl Controllers {
     }
 }
 
-/// Sends one heartbeat to `url`; the answer (an empty one from a controller that lists no
-/// replicas).
-async fn beat_once(
+/// Sends one heartbeat to the controller at `url`; the answer (an empty one from a
+/// controller that lists no replicas).
+pub async fn beat_once(
     http: &reqwest::Client,
     url: &str,
     token: &str,

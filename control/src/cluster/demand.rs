@@ -1,6 +1,8 @@
 //! Rows that arrive per variant, counted on the query path and read once per model-autoscaler
 //! period. Arrivals, not rows served: an overloaded instance serves at most its peak, while
-//! the load to plan for is what queries ask.
+//! the load to plan for is what queries ask. With several controller replicas, each publishes
+//! its own arrivals and merges the others' ([`crate::exchange`]), so the leader's autoscaler
+//! plans for the cluster's demand.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,7 +13,25 @@ pub use infaas_scheduler::autoscale::Arrivals;
 /// See the module documentation. The lock is held for a hash look-up, never across an await.
 #[derive(Debug, Default)]
 pub struct DemandMeter {
-    by_variant: Mutex<HashMap<String, Arrivals>>,
+    inner: Mutex<Meter>,
+}
+
+#[derive(Debug, Default)]
+struct Meter {
+    /// Arrivals since the last [`DemandMeter::take`]: this replica's and the others'.
+    by_variant: HashMap<String, Arrivals>,
+    /// This replica's arrivals not yet published to the others; `None` while nothing
+    /// publishes them (one controller).
+    unshared: Option<HashMap<String, Arrivals>>,
+}
+
+fn add_to(map: &mut HashMap<String, Arrivals>, variant_id: &str, a: &Arrivals) {
+    match map.get_mut(variant_id) {
+        Some(have) => have.merge(a),
+        None => {
+            map.insert(variant_id.to_string(), *a);
+        }
+    }
 }
 
 impl DemandMeter {
@@ -23,25 +43,46 @@ impl DemandMeter {
         slo_ms: Option<f64>,
         min_accuracy: Option<f64>,
     ) {
-        let Ok(mut m) = self.by_variant.lock() else {
+        let Ok(mut m) = self.inner.lock() else {
             return;
         };
-        match m.get_mut(variant_id) {
-            Some(a) => a.add(rows, slo_ms, min_accuracy),
-            None => {
-                let mut a = Arrivals::default();
-                a.add(rows, slo_ms, min_accuracy);
-                m.insert(variant_id.to_string(), a);
-            }
+        let mut a = Arrivals::default();
+        a.add(rows, slo_ms, min_accuracy);
+        add_to(&mut m.by_variant, variant_id, &a);
+        if let Some(unshared) = m.unshared.as_mut() {
+            add_to(unshared, variant_id, &a);
         }
     }
 
     /// The arrivals since the last call, by variant id; starts a new count.
     pub fn take(&self) -> HashMap<String, Arrivals> {
-        self.by_variant
+        self.inner
             .lock()
-            .map(|mut m| std::mem::take(&mut *m))
+            .map(|mut m| std::mem::take(&mut m.by_variant))
             .unwrap_or_default()
+    }
+
+    /// From now on, keeps this replica's arrivals for [`DemandMeter::take_unshared`] too.
+    pub fn share(&self) {
+        if let Ok(mut m) = self.inner.lock() {
+            m.unshared.get_or_insert_with(HashMap::new);
+        }
+    }
+
+    /// This replica's arrivals since the last call (nothing before [`DemandMeter::share`]).
+    pub fn take_unshared(&self) -> HashMap<String, Arrivals> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|mut m| m.unshared.as_mut().map(std::mem::take))
+            .unwrap_or_default()
+    }
+
+    /// Adds arrivals that another replica received (they are not published again).
+    pub fn merge(&self, variant_id: &str, a: &Arrivals) {
+        if let Ok(mut m) = self.inner.lock() {
+            add_to(&mut m.by_variant, variant_id, a);
+        }
     }
 }
 
@@ -71,5 +112,41 @@ mod tests {
         a.merge(&t["b"]);
         assert_eq!(a.rows, 13);
         assert_eq!(a.slo_ms, Some(20.0));
+    }
+
+    #[test]
+    fn shared_arrivals_are_published_once_and_merged_ones_are_not_published_again() {
+        let m = DemandMeter::default();
+        m.record("a", 1, None, None);
+        assert!(m.take_unshared().is_empty(), "nothing kept before share");
+        m.share();
+        m.record("a", 2, Some(30.0), None);
+        m.merge(
+            "a",
+            &Arrivals {
+                rows: 5,
+                slo_ms: Some(10.0),
+                min_accuracy: Some(0.8),
+            },
+        );
+        let mine = m.take_unshared();
+        assert_eq!(
+            mine["a"],
+            Arrivals {
+                rows: 2,
+                slo_ms: Some(30.0),
+                min_accuracy: None
+            }
+        );
+        assert!(m.take_unshared().is_empty());
+        let all = m.take();
+        assert_eq!(
+            all["a"],
+            Arrivals {
+                rows: 8,
+                slo_ms: Some(10.0),
+                min_accuracy: Some(0.8)
+            }
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod demand;
+pub mod embedded;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod schema;
@@ -348,6 +349,14 @@ impl Cluster {
 
     /// A heartbeat of a remote worker: registers it when new.
     pub fn on_heartbeat(&self, beat: Heartbeat, token: &str) {
+        if self
+            .local
+            .as_ref()
+            .is_some_and(|node| node.info().id == beat.worker.id)
+        {
+            // This replica's own embedded worker, announced back to it: it is already here.
+            return;
+        }
         let handle = beat
             .worker
             .address
@@ -671,6 +680,19 @@ impl Cluster {
             }
             self.rebuild();
         }
+    }
+
+    /// The embedded worker, when this controller has one.
+    pub fn embedded(&self) -> Option<&Arc<WorkerNode>> {
+        self.local.as_ref()
+    }
+
+    /// The embedded worker's latest heartbeat (from the last monitoring period), as the
+    /// other controller replicas are told of it.
+    pub fn embedded_beat(&self) -> Option<Heartbeat> {
+        let id = self.local.as_ref()?.info().id;
+        let workers = self.workers.read().ok()?;
+        workers.get(&id).map(|w| w.beat.clone())
     }
 
     /// One monitoring period: the embedded worker's figures, liveness, instance states.

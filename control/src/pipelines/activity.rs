@@ -129,6 +129,9 @@ pub struct PipelineActivity {
     prepared: Mutex<PreparedCache>,
     /// The tuners of the pipelines whose plan was applied on this controller.
     pub tuners: Tuners,
+    /// This replica's arrivals not yet published to the other replicas (ms since the Unix
+    /// epoch); `None` while nothing publishes them ([`crate::exchange`]).
+    unshared: Mutex<Option<HashMap<(String, String), Vec<i64>>>>,
 }
 
 impl PipelineActivity {
@@ -141,12 +144,62 @@ impl PipelineActivity {
 
     /// Records a query's arrival.
     pub fn arrival(&self, tenant: &str, name: &str, at_ms: f64) {
+        if let Some(unshared) = self
+            .unshared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            unshared
+                .entry((tenant.to_string(), name.to_string()))
+                .or_default()
+                .push(at_ms as i64);
+        }
+        self.insert_arrivals(tenant, name, &[at_ms]);
+    }
+
+    /// From now on, keeps this replica's arrivals for [`PipelineActivity::take_unshared`]
+    /// too.
+    pub fn share(&self) {
+        self.unshared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(HashMap::new);
+    }
+
+    /// This replica's arrivals since the last call, by (tenant, pipeline) (nothing before
+    /// [`PipelineActivity::share`]).
+    pub fn take_unshared(&self) -> HashMap<(String, String), Vec<i64>> {
+        self.unshared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Adds arrivals that another replica received, each into its place in time (they are
+    /// not published again).
+    pub fn merge_arrivals(&self, tenant: &str, name: &str, at_ms: &[i64]) {
+        let times: Vec<f64> = at_ms.iter().map(|&t| t as f64).collect();
+        self.insert_arrivals(tenant, name, &times);
+    }
+
+    fn insert_arrivals(&self, tenant: &str, name: &str, times: &[f64]) {
         self.with(tenant, name, |a| {
-            a.arrivals.push_back(at_ms);
+            for &at_ms in times {
+                // Usually the newest; a late one from another replica goes into its place.
+                let after = a.arrivals.iter().rev().take_while(|&&t| t > at_ms).count();
+                let at = a.arrivals.len() - after;
+                a.arrivals.insert(at, at_ms);
+            }
+            let Some(&newest) = a.arrivals.back() else {
+                return;
+            };
             while a
                 .arrivals
                 .front()
-                .is_some_and(|t| at_ms - t > ARRIVALS_KEPT_MS)
+                .is_some_and(|t| newest - t > ARRIVALS_KEPT_MS)
             {
                 a.arrivals.pop_front();
             }

@@ -556,3 +556,113 @@ async fn a_job_whose_replica_dies_is_finished_by_another_each_item_once() {
     drop(doomed);
     survivor.stop().await;
 }
+
+/// Arrivals in `p`'s recorded traffic of the digits application over the last minutes.
+async fn recorded_arrivals(p: &Platform, t: &Tenant) -> usize {
+    let r = p.get(t, "/v1/traces/recorded?app=digits&minutes=10").await;
+    assert_eq!(r.status, reqwest::StatusCode::OK, "{}", r.text);
+    // A header line, then one line per arrival.
+    r.text.lines().skip(1).filter(|l| !l.is_empty()).count()
+}
+
+/// Two replicas on Postgres and S3, the first's embedded worker hosting nothing, the second's
+/// hosting: the first lists the second's embedded worker at the second's address and serves
+/// its queries there; queries through either count once in both replicas' recorded traffic
+/// (the arrival exchange), so the leader plans for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_workers_and_arrivals_are_shared_by_the_replicas() {
+    let Some(ort) = ort_library() else { return };
+    let Some(b) = Backends::services().await else {
+        return;
+    };
+    let config = |dir: &str, threads: usize| {
+        let mut c = fast_config(&b, &ort);
+        c.worker_thread_budget = Some(threads);
+        c.heartbeat_timeout_ms = 1500;
+        c.data_dir = b.dir.path().join(dir);
+        c
+    };
+    let first = Platform::start(config("first", 0)).await;
+    let second = Platform::start(config("second", 2)).await;
+    let t = first.tenant("acme", open_quotas()).await;
+    first
+        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
+        .await;
+    first
+        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
+        .await;
+
+    // The first replica learns of the second's embedded worker from its heartbeats.
+    let address = format!("{}/worker", second.base);
+    let start = Instant::now();
+    let id = loop {
+        let seen = process_workers(&first, &t).await;
+        if let Some(w) = seen.iter().find(|w| w["address"] == address.as_str()) {
+            assert!(
+                w["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("embedded-")),
+                "{w}"
+            );
+            break w["id"].as_str().expect("the worker's id").to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the first replica never saw the second's embedded worker: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Neither replica lists its own embedded worker twice, nor the first's (it hosts nothing).
+    let listed = second.get(&t, "/v1/workers").await;
+    let ids: Vec<&str> = listed.body["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .filter_map(|w| w["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids.iter().filter(|i| **i == id).count(),
+        1,
+        "the second lists its own embedded worker once: {ids:?}"
+    );
+    assert_eq!(process_workers(&second, &t).await.len(), 0, "{ids:?}");
+
+    // Queries through the first run on the second's embedded worker.
+    for _ in 0..3 {
+        assert_eq!(query(&first, &t).await, id);
+    }
+    // And queries through the second (on its own embedded worker).
+    for _ in 0..17 {
+        assert_eq!(query(&second, &t).await, id);
+    }
+    let sent = 20;
+    let start = Instant::now();
+    loop {
+        let (a, b) = (
+            recorded_arrivals(&first, &t).await,
+            recorded_arrivals(&second, &t).await,
+        );
+        if a == sent && b == sent {
+            break;
+        }
+        assert!(
+            a <= sent && b <= sent,
+            "an arrival counted twice: first {a}, second {b} of {sent}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the replicas' recorded traffic does not add up to the {sent} queries: first {a}, second {b}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "both replicas recorded all {sent} queries {:.1} s after the last",
+        start.elapsed().as_secs_f64()
+    );
+    // Still exactly once a few exchange periods later.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(recorded_arrivals(&first, &t).await, sent);
+    assert_eq!(recorded_arrivals(&second, &t).await, sent);
+    second.stop().await;
+    first.stop().await;
+}

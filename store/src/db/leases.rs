@@ -65,7 +65,7 @@ pub struct ReplicaRow {
 
 impl DbKind {
     /// The database's clock in ms since the epoch, as an SQL expression.
-    fn now_ms_sql(self) -> &'static str {
+    pub(crate) fn now_ms_sql(self) -> &'static str {
         match self {
             DbKind::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
             DbKind::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",

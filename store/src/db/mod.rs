@@ -1,6 +1,7 @@
 //! Metadata in SQLite (the embedded default) or Postgres, through sqlx's `Any` driver so
 //! that one set of queries serves both. Queries use `$N` placeholders, which both accept.
 
+mod arrivals;
 pub mod jobs;
 pub mod leases;
 mod models;
@@ -19,6 +20,7 @@ use sqlx::AnyPool;
 
 use crate::StoreError;
 
+pub use arrivals::ArrivalReport;
 pub use jobs::{Chunk, ChunkCounts, Job, NewChunk, NewJob};
 pub use leases::{Lease, ReplicaRow, LEADER_LEASE};
 pub use models::{CatalogEntry, NewModel, NewVariant, PruneMark, PrunedVariant};
