@@ -148,6 +148,19 @@ impl Leadership {
         self.view.borrow().is_leader
     }
 
+    /// Whether this replica may act as the leader now: it holds the lease and renewed it
+    /// recently enough that the lease cannot have lapsed (less one renewal, for the others'
+    /// clocks), even when the database has stopped answering. Every step of a leader's
+    /// action checks it first, so no step starts once another replica could lead.
+    pub fn leads_now(&self) -> bool {
+        self.is_leader()
+            && self
+                .renewed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|at| at.elapsed() + self.settings.renew_every < self.settings.ttl)
+    }
+
     /// Changes of the view, for loops that wait on leadership.
     pub fn subscribe(&self) -> watch::Receiver<LeaderView> {
         self.view.subscribe()
@@ -183,10 +196,14 @@ impl Leadership {
     pub async fn step(&self, db: &Db) -> Transition {
         let was = self.is_leader();
         let ttl_ms = i64::try_from(self.settings.ttl.as_millis()).unwrap_or(i64::MAX);
-        match db
-            .acquire_lease(LEADER_LEASE, &self.replica, &self.address(), ttl_ms)
-            .await
-        {
+        // A database that does not answer within a renewal counts as unreachable.
+        let acquired = tokio::time::timeout(
+            self.settings.renew_every,
+            db.acquire_lease(LEADER_LEASE, &self.replica, &self.address(), ttl_ms),
+        )
+        .await
+        .unwrap_or(Err(StoreError::TimedOut(self.settings.renew_every)));
+        match acquired {
             Ok(lease) => {
                 let leads = lease.held_by(&self.replica);
                 if leads {
@@ -274,4 +291,32 @@ pub enum SecondReplica {
     Refused { holder: String, address: String },
     #[error("reading the leader lease: {0}")]
     Store(#[source] StoreError),
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn a_leader_stops_acting_once_its_lease_could_have_lapsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&format!("sqlite://{}", dir.path().join("t.db").display()))
+            .await
+            .unwrap();
+        let l = Leadership::new(LeaseSettings {
+            ttl: Duration::from_millis(300),
+            renew_every: Duration::from_millis(100),
+        });
+        assert!(!l.leads_now(), "not before the election");
+        assert_eq!(l.step(&db).await, Transition::Gained);
+        assert!(l.is_leader() && l.leads_now());
+        // No renewal for ttl - renew_every: the view still says leader (the database did not
+        // say otherwise), but no action may start.
+        tokio::time::sleep(Duration::from_millis(220)).await;
+        assert!(l.is_leader());
+        assert!(!l.leads_now(), "acting past the safe part of the lease");
+        assert_eq!(l.step(&db).await, Transition::Unchanged);
+        assert!(l.leads_now(), "a renewal makes it safe again");
+    }
 }

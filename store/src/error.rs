@@ -34,6 +34,8 @@ pub enum StoreError {
     InvalidLocation(String),
     #[error("refused: this replica no longer holds the leader lease (its token {token} is stale)")]
     Fenced { token: i64 },
+    #[error("the database did not answer within {0:?}")]
+    TimedOut(std::time::Duration),
     #[error("corrupt stored value in {what}: {detail}")]
     Corrupt { what: String, detail: String },
 }

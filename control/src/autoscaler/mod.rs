@@ -568,6 +568,11 @@ impl Autoscaler {
     async fn run_steps(&self, steps: &[Step]) -> Result<(), String> {
         let cluster = &self.state.cluster;
         for step in steps {
+            // Once another replica could lead, it plans from what the workers report; a step
+            // started here as well could be carried out twice.
+            if !self.state.leadership.leads_now() {
+                return Err("this replica no longer leads the cluster; the new leader plans again".into());
+            }
             match step {
                 Step::Load { worker, variant } => {
                     let handle = cluster

@@ -402,6 +402,10 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         }
         plans.extend(managers.tick(now_ms, arrivals, forecast));
         for ((tenant, name), r) in plans {
+            if !state.leadership.leads_now() {
+                // Another replica may lead by now; it plans again from its own view.
+                break;
+            }
             if r.cause == Cause::Change {
                 metrics::counter!("infaas_pipeline_overload_replans_total", "pipeline" => name.clone())
                     .increment(1);

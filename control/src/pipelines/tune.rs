@@ -38,6 +38,10 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         });
         for d in decisions {
             for (variant, target) in &d.targets {
+                if !state.leadership.leads_now() {
+                    // Another replica may lead by now; it tunes from what the workers report.
+                    break;
+                }
                 let have = replicas_of(&state.cluster, &d.tenant, variant);
                 if *target > have {
                     provision(&state.cluster, &d.tenant, variant, *target).await;

@@ -2,8 +2,9 @@
 //! Linux network namespaces joined by veth pairs to a bridge, which the test creates (it needs
 //! root and `ip` from iproute2), and nginx in front of the replicas. Postgres and S3 listen on
 //! loopback; the test forwards the bridge's address to them. Under a steady load of queries
-//! through nginx: a kill -9 of the leader, a worker cut off from the network and back, and a
-//! rolling restart of every replica.
+//! through nginx, with an offline job running: a kill -9 of the leader, a worker cut off from the
+//! network and back, and a rolling restart of every replica; the job finishes with every item
+//! exactly once.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -220,6 +221,8 @@ fn replica(net: &Net, host: usize, s: &Setup) -> Proc {
             HEARTBEAT_TIMEOUT_MS.to_string(),
         )
         .env("INFAAS_SHUTDOWN_GRACE_SECS", "10")
+        .env("INFAAS_JOB_CHUNK_ROWS", "256")
+        .env("INFAAS_JOB_LEASE_MS", "1000")
         .env("INFAAS_LOG_LEVEL", "warn")
         .arg("--ort-dylib-path")
         .arg(&s.ort)
@@ -295,6 +298,56 @@ struct Client {
 }
 
 impl Client {
+    /// Submits an offline job of `npz`'s rows to the digits application; its id.
+    async fn submit_job(&self, base: &str, npz: Vec<u8>) -> String {
+        let form = reqwest::multipart::Form::new()
+            .part(
+                "input",
+                reqwest::multipart::Part::bytes(npz).file_name("digits.npz"),
+            )
+            .text("app", "digits");
+        let r = self
+            .http
+            .post(format!("{base}/v1/jobs"))
+            .bearer_auth(&self.token)
+            .multipart(form)
+            .send()
+            .await
+            .expect("submitting a job");
+        assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
+        let body: Value = r.json().await.expect("the job");
+        body["id"].as_str().expect("the job's id").to_string()
+    }
+
+    /// The job's results: asserts every item in `0..items` is there exactly once.
+    async fn results_exactly_once(&self, base: &str, id: &str, items: usize) {
+        let r = self
+            .http
+            .get(format!("{base}/v1/jobs/{id}/results"))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .expect("the job's results");
+        assert_eq!(r.status(), reqwest::StatusCode::OK);
+        assert_eq!(r.headers()["x-infaas-complete"], "true");
+        let text = r.text().await.expect("the results");
+        let mut seen = vec![0u32; items];
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).expect("a result line");
+            let item = v["item"].as_u64().expect("the item") as usize;
+            assert!(item < items, "item {item} of {items}");
+            seen[item] += 1;
+        }
+        let wrong: Vec<(usize, u32)> = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n != 1)
+            .map(|(i, n)| (i, *n))
+            .take(10)
+            .collect();
+        assert!(wrong.is_empty(), "items not written exactly once: {wrong:?}");
+    }
+
     async fn get(&self, url: &str) -> Option<Value> {
         let r = self
             .http
@@ -547,6 +600,19 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
     }
     let (outcomes, stop) = load(client.clone(), lb.clone(), 20.0);
     tokio::time::sleep(Duration::from_secs(3)).await;
+    // An offline job, running on spare capacity through every event below.
+    let (npz, items) = crate::jobs::repeated_npz(60);
+    let job = client.submit_job(&lb, npz).await;
+    let job_url = format!("{lb}/v1/jobs/{job}");
+    eventually(Duration::from_secs(60), "the job started", || {
+        let (c, url) = (client.clone(), job_url.clone());
+        async move {
+            c.get(&url)
+                .await
+                .is_some_and(|j| j["items_done"].as_i64().unwrap_or(0) > 0)
+        }
+    })
+    .await;
 
     // 1. kill -9 of the leader.
     let mut leader = None;
@@ -556,6 +622,11 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
         }
     }
     let leader = leader.expect("a leader");
+    let job_at_kill = client.get(&job_url).await.unwrap_or_default();
+    assert_ne!(
+        job_at_kill["state"], "succeeded",
+        "the job finished before the leader's kill: {job_at_kill}"
+    );
     replicas[leader].signal("-KILL");
     let killed = Instant::now();
     let rest: Vec<usize> = replica_hosts.into_iter().filter(|h| *h != leader).collect();
@@ -672,12 +743,24 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
         "a rolling restart loses no query: {restart_errors:?}\nnginx's log:\n{}",
         std::fs::read_to_string(b.dir.path().join("nginx/error.log")).unwrap_or_default()
     );
+    let job_at_end = client.get(&job_url).await.unwrap_or_default();
+    eventually(Duration::from_secs(180), "the job finished", || {
+        let (c, url) = (client.clone(), job_url.clone());
+        async move {
+            let j = c.get(&url).await.unwrap_or_default();
+            assert_ne!(j["state"], "failed", "{j}");
+            j["state"] == "succeeded"
+        }
+    })
+    .await;
+    client.results_exactly_once(&lb, &job, items).await;
     let all = outcomes.lock().unwrap_or_else(|e| e.into_inner()).len();
     println!(
         "{all} queries through nginx. Leader killed: a new leader after {:.1} s, {} of {} queries \
          around it failed. Worker cut: out of every view after {:.1} s, slowest query meanwhile \
          {:.1} s, back {:.1} s after its link returned. Rolling restart of 3 replicas: {} \
-         queries, {} failed.",
+         queries, {} failed. Offline job of {items} items: {} done at the kill, {} when the load stopped, \
+         finished with each item once.",
         failover.as_secs_f64(),
         kill_errors.len(),
         around_kill.len(),
@@ -685,6 +768,8 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
         slowest.as_secs_f64(),
         rejoined.as_secs_f64(),
         during_restart.len(),
-        restart_errors.len()
+        restart_errors.len(),
+        job_at_kill["items_done"],
+        job_at_end["items_done"]
     );
 }
