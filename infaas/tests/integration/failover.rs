@@ -2,7 +2,7 @@
 //! Linux network namespaces joined by veth pairs to a bridge, which the test creates (it needs
 //! root and `ip` from iproute2), and nginx in front of the replicas. Postgres and S3 listen on
 //! loopback; the test forwards the bridge's address to them. Under a steady load of queries
-//! through nginx, with an offline job running: a kill -9 of the leader, a worker cut off from the
+//! through nginx (to an application and a pipeline), with an offline job running: a kill -9 of the leader, a worker cut off from the
 //! network and back, and a rolling restart of every replica; the job finishes with every item
 //! exactly once.
 
@@ -359,13 +359,19 @@ impl Client {
         r.json().await.ok()
     }
 
-    /// One query; `Ok(worker id)` or the error.
-    async fn query(&self, base: &str) -> Result<String, String> {
+    /// One query (to the digits application, or to the one-node pipeline when `pipeline`);
+    /// `Ok(worker id)` (empty for a pipeline) or the error.
+    async fn query(&self, base: &str, pipeline: bool) -> Result<String, String> {
+        let (path, input) = if pipeline {
+            ("pipelines/one/infer", "image")
+        } else {
+            ("apps/digits/infer", "input")
+        };
         let r = self
             .http
-            .post(format!("{base}/v1/apps/digits/infer"))
+            .post(format!("{base}/v1/{path}"))
             .bearer_auth(&self.token)
-            .json(&serde_json::json!({"inputs": [digit_row("input", 5)]}))
+            .json(&serde_json::json!({"inputs": [digit_row(input, 5)]}))
             .send()
             .await
             .map_err(|e| e.to_string())?;
@@ -435,15 +441,19 @@ fn load(
     let (o, s) = (outcomes.clone(), stop.clone());
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+        let mut n: u64 = 0;
         loop {
             tokio::select! {
                 _ = s.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            n += 1;
+            // Every fourth query goes to the pipeline.
+            let pipeline = n % 4 == 0;
             let (client, base, o) = (client.clone(), base.clone(), o.clone());
             tokio::spawn(async move {
                 let sent = Instant::now();
-                let result = client.query(&base).await;
+                let result = client.query(&base, pipeline).await;
                 let outcome = Outcome {
                     sent,
                     took: sent.elapsed(),
@@ -581,6 +591,22 @@ async fn replicas_behind_nginx_survive_a_leader_kill_a_cut_worker_and_a_rolling_
         }
     })
     .await;
+
+    // A one-node pipeline over the application.
+    let r = plain
+        .post(format!("{lb}/v1/pipelines"))
+        .bearer_auth(&client.token)
+        .json(&serde_json::json!({
+            "name": "one",
+            "inputs": [{"name": "image", "datatype": "FP32", "shape": [64]}],
+            "nodes": [{"name": "digits", "app": "digits", "inputs": {"input": "image"}}],
+            "outputs": {"probabilities": "digits.probabilities"},
+            "slo": {"latency_ms": 2000, "percentile": 99}
+        }))
+        .send()
+        .await
+        .expect("creating the pipeline");
+    assert_eq!(r.status(), reqwest::StatusCode::CREATED);
 
     // Two workers, started against the first replica; every replica sees both.
     let first_url = format!("http://{}:8080", net.addr(0));
