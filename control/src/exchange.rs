@@ -189,7 +189,7 @@ pub async fn run(control: ControlPlane, shutdown: CancellationToken) {
             Err(e) => tracing::warn!(error = %e, "cannot read the other replicas' arrivals"),
         }
         rounds += 1;
-        if rounds % 30 == 0 {
+        if rounds.is_multiple_of(30) {
             if let Err(e) = control.db.prune_arrivals(KEEP_MS).await {
                 tracing::warn!(error = %e, "cannot remove old arrival reports");
             }

@@ -45,6 +45,9 @@ impl Bucket {
 pub const BUCKET_BYTES: usize = std::mem::size_of::<Bucket>();
 const _: () = assert!(BUCKET_BYTES <= 48);
 
+/// Buckets by (tenant, application, second).
+type UnsharedSeconds = BTreeMap<(String, String, i64), Bucket>;
+
 /// See the module documentation. The lock is held for a hash look-up and a push, never
 /// across an await.
 #[derive(Debug)]
@@ -53,7 +56,7 @@ pub struct TrafficRecorder {
     by_tenant: Mutex<HashMap<String, HashMap<String, VecDeque<Bucket>>>>,
     /// This replica's arrivals not yet published to the other replicas, by (tenant,
     /// application, second); `None` while nothing publishes them (one controller).
-    unshared: Mutex<Option<BTreeMap<(String, String, i64), Bucket>>>,
+    unshared: Mutex<Option<UnsharedSeconds>>,
 }
 
 /// The arrivals of one application in one second, as replicas exchange them.

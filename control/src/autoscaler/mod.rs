@@ -571,7 +571,9 @@ impl Autoscaler {
             // Once another replica could lead, it plans from what the workers report; a step
             // started here as well could be carried out twice.
             if !self.state.leadership.leads_now() {
-                return Err("this replica no longer leads the cluster; the new leader plans again".into());
+                return Err(
+                    "this replica no longer leads the cluster; the new leader plans again".into(),
+                );
             }
             match step {
                 Step::Load { worker, variant } => {

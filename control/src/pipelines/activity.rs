@@ -122,6 +122,9 @@ pub struct RecentFigures {
     pub drops: Vec<(String, u64)>,
 }
 
+/// Arrival times (ms since the Unix epoch) by (tenant, pipeline).
+type UnsharedArrivals = HashMap<(String, String), Vec<i64>>;
+
 /// What the pipelines did recently, per tenant and pipeline (in memory, this controller).
 #[derive(Debug, Default)]
 pub struct PipelineActivity {
@@ -131,7 +134,7 @@ pub struct PipelineActivity {
     pub tuners: Tuners,
     /// This replica's arrivals not yet published to the other replicas (ms since the Unix
     /// epoch); `None` while nothing publishes them ([`crate::exchange`]).
-    unshared: Mutex<Option<HashMap<(String, String), Vec<i64>>>>,
+    unshared: Mutex<Option<UnsharedArrivals>>,
 }
 
 impl PipelineActivity {

@@ -345,7 +345,10 @@ impl Client {
             .map(|(i, n)| (i, *n))
             .take(10)
             .collect();
-        assert!(wrong.is_empty(), "items not written exactly once: {wrong:?}");
+        assert!(
+            wrong.is_empty(),
+            "items not written exactly once: {wrong:?}"
+        );
     }
 
     async fn get(&self, url: &str) -> Option<Value> {
@@ -449,7 +452,7 @@ fn load(
             }
             n += 1;
             // Every fourth query goes to the pipeline.
-            let pipeline = n % 4 == 0;
+            let pipeline = n.is_multiple_of(4);
             let (client, base, o) = (client.clone(), base.clone(), o.clone());
             tokio::spawn(async move {
                 let sent = Instant::now();
