@@ -9,8 +9,18 @@
 //!   first, so the pod that goes is the one the autoscaler chose (already drained), not another.
 //! - `list` is the selector's pods that are not terminating.
 //!
+//! - With a fence ([`KubernetesProvider::with_fence`]: the controller's leader token), every
+//!   change of the replica count reads the Deployment, refuses when this controller is deposed
+//!   (a negative token) or when the Deployment's [`LEADER_TOKEN_ANNOTATION`] holds a newer
+//!   token than its own, and patches the Deployment with its token in that annotation and the
+//!   `resourceVersion` it read, so the API server refuses the patch (409 Conflict) if anyone
+//!   changed the Deployment in between; a conflict is read and tried again, up to
+//!   [`CONFLICT_RETRIES`] times. A deposed leader's late change is therefore refused, and two
+//!   leaders never both apply a read-modify-write of the count. Without a fence (one controller)
+//!   the scale subresource is read and patched.
+//!
 //! Only the verbs the RBAC Role in `deploy/kubernetes/` grants are used: get and patch on
-//! `deployments/scale`, list, get and patch on `pods`.
+//! `deployments` and `deployments/scale`, list, get and patch on `pods`.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -33,9 +43,20 @@ pub const REMOVAL_DELETION_COST: &str = "-1000";
 /// The RBAC rules the provider needs, as `(API group, resource, verbs)`: what the Role in
 /// `deploy/kubernetes/rbac.yaml` grants, and nothing more.
 pub const REQUIRED_RBAC: &[(&str, &str, &[&str])] = &[
+    ("apps", "deployments", &["get", "patch"]),
     ("apps", "deployments/scale", &["get", "patch"]),
     ("", "pods", &["get", "list", "patch"]),
 ];
+
+/// The annotation of the worker Deployment that holds the leader token of the last change of
+/// its replica count.
+pub const LEADER_TOKEN_ANNOTATION: &str = "infaas.dev/leader-lease-token";
+/// How many times a fenced change is read and tried again after a 409 Conflict.
+pub const CONFLICT_RETRIES: usize = 3;
+
+/// The fencing token of the controller's leader lease, read at every change: positive while it
+/// leads, negative once deposed, 0 when it never took part in an election.
+pub type Fence = std::sync::Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// Which Deployment the provider scales and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +101,7 @@ pub struct KubernetesProvider {
     config: KubernetesConfig,
     /// Scaling is read-modify-write on the replica count: one change at a time.
     scaling: tokio::sync::Mutex<()>,
+    fence: Option<Fence>,
 }
 
 fn backend(context: impl Into<String>, source: kube::Error) -> ProvisionError {
@@ -133,7 +155,15 @@ impl KubernetesProvider {
             namespace,
             config,
             scaling: tokio::sync::Mutex::new(()),
+            fence: None,
         }
+    }
+
+    /// Fences every change of the replica count with the leader token `fence` returns (see the
+    /// module documentation).
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     pub fn config(&self) -> &KubernetesConfig {
@@ -183,7 +213,88 @@ impl KubernetesProvider {
         Ok(scale.spec.and_then(|s| s.replicas).unwrap_or(0))
     }
 
-    async fn set_replicas(&self, replicas: i32) -> Result<(), ProvisionError> {
+    /// Refuses at once when the fence says this controller was deposed.
+    fn check_deposed(&self) -> Result<(), ProvisionError> {
+        match &self.fence {
+            Some(fence) if fence() < 0 => Err(ProvisionError::Fenced {
+                ours: fence(),
+                holder: None,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Changes the replica count to `change(current)`; returns the new count.
+    async fn change_replicas(
+        &self,
+        change: impl Fn(i32) -> Result<i32, ProvisionError>,
+    ) -> Result<i32, ProvisionError> {
+        let Some(fence) = &self.fence else {
+            let want = change(self.replicas().await?)?;
+            self.patch_scale(want).await?;
+            return Ok(want);
+        };
+        for _ in 0..=CONFLICT_RETRIES {
+            let ours = fence();
+            if ours < 0 {
+                return Err(ProvisionError::Fenced { ours, holder: None });
+            }
+            let d = self
+                .deployments
+                .get(&self.config.deployment)
+                .await
+                .map_err(|e| backend(format!("reading {}", self.deployment_ref()), e))?;
+            let holder = d
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(LEADER_TOKEN_ANNOTATION))
+                .and_then(|t| t.parse::<i64>().ok());
+            if let Some(h) = holder.filter(|h| *h > ours) {
+                return Err(ProvisionError::Fenced {
+                    ours,
+                    holder: Some(h),
+                });
+            }
+            // Kubernetes' default when the field is unset.
+            let current = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let want = change(current)?;
+            let mut metadata =
+                serde_json::json!({ "resourceVersion": d.metadata.resource_version });
+            if ours > 0 {
+                metadata["annotations"] =
+                    serde_json::json!({ LEADER_TOKEN_ANNOTATION: ours.to_string() });
+            }
+            let patch = serde_json::json!({ "metadata": metadata, "spec": { "replicas": want } });
+            match self
+                .deployments
+                .patch(
+                    &self.config.deployment,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => return Ok(want),
+                Err(kube::Error::Api(status)) if status.is_conflict() => {
+                    tracing::info!(deployment = %self.deployment_ref(), "the worker deployment changed meanwhile; reading it again");
+                }
+                Err(e) => {
+                    return Err(backend(
+                        format!("scaling {} to {want} replicas", self.deployment_ref()),
+                        e,
+                    ))
+                }
+            }
+        }
+        Err(ProvisionError::Exhausted(format!(
+            "{} changed under every one of {} attempts to scale it",
+            self.deployment_ref(),
+            CONFLICT_RETRIES + 1
+        )))
+    }
+
+    async fn patch_scale(&self, replicas: i32) -> Result<(), ProvisionError> {
         let patch = serde_json::json!({ "spec": { "replicas": replicas } });
         self.deployments
             .patch_scale(
@@ -263,6 +374,7 @@ impl WorkerProvider for KubernetesProvider {
 
     async fn add(&self, hardware: HardwareKind) -> Result<ProvisionedWorker, ProvisionError> {
         self.check_hardware(hardware)?;
+        self.check_deposed()?;
         let _scaling = self.scaling.lock().await;
         let before: HashSet<String> = self
             .live_pods()
@@ -270,22 +382,26 @@ impl WorkerProvider for KubernetesProvider {
             .into_iter()
             .filter_map(|p| p.metadata.name)
             .collect();
-        let replicas = self.replicas().await?;
         let max = i32::try_from(self.config.max_workers).unwrap_or(i32::MAX);
-        if replicas >= max {
-            return Err(ProvisionError::Exhausted(format!(
-                "{} has {replicas} replicas, the configured maximum is {max}",
-                self.deployment_ref()
-            )));
-        }
-        self.set_replicas(replicas + 1).await?;
-        tracing::info!(deployment = %self.deployment_ref(), replicas = replicas + 1, "scaled the worker deployment up");
+        let deployment = self.deployment_ref();
+        let replicas = self
+            .change_replicas(|replicas| {
+                if replicas >= max {
+                    return Err(ProvisionError::Exhausted(format!(
+                        "{deployment} has {replicas} replicas, the configured maximum is {max}"
+                    )));
+                }
+                Ok(replicas + 1)
+            })
+            .await?;
+        tracing::info!(deployment = %self.deployment_ref(), replicas, "scaled the worker deployment up");
         let pod = self.wait_for_new_pod(&before).await?;
         self.worker(&pod)
             .ok_or_else(|| ProvisionError::Unknown("a new pod without a name".to_string()))
     }
 
     async fn remove(&self, worker: &ProvisionedWorker) -> Result<(), ProvisionError> {
+        self.check_deposed()?;
         let _scaling = self.scaling.lock().await;
         let live = self.live_pods().await?;
         if !live
@@ -307,9 +423,10 @@ impl WorkerProvider for KubernetesProvider {
                     e,
                 )
             })?;
-        let replicas = self.replicas().await?;
-        self.set_replicas((replicas - 1).max(0)).await?;
-        tracing::info!(deployment = %self.deployment_ref(), pod = %worker.name, replicas = (replicas - 1).max(0), "scaled the worker deployment down");
+        let replicas = self
+            .change_replicas(|replicas| Ok((replicas - 1).max(0)))
+            .await?;
+        tracing::info!(deployment = %self.deployment_ref(), pod = %worker.name, replicas, "scaled the worker deployment down");
         Ok(())
     }
 

@@ -35,6 +35,10 @@ pub enum ProvisionError {
     /// The worker is not one this provider started (or it is already gone).
     #[error("worker '{0}' is not one this provider runs")]
     Unknown(String),
+    /// This controller no longer leads the cluster (its fencing token is stale or it was
+    /// deposed), so it may not change the workers.
+    #[error("refused: this controller's leader token {ours} is stale{}", holder.map_or(String::new(), |h| format!(" (the worker Deployment was last changed by the leader with token {h})")))]
+    Fenced { ours: i64, holder: Option<i64> },
     /// Starting or stopping failed (a process could not be spawned, the Kubernetes API
     /// refused or could not be reached).
     #[error("{context}: {source}")]

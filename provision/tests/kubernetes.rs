@@ -19,7 +19,8 @@ use axum::routing::get;
 use axum::Router;
 use infaas_core::HardwareKind;
 use infaas_provision::kubernetes::{
-    KubernetesConfig, KubernetesProvider, DELETION_COST_ANNOTATION, REMOVAL_DELETION_COST,
+    KubernetesConfig, KubernetesProvider, DELETION_COST_ANNOTATION, LEADER_TOKEN_ANNOTATION,
+    REMOVAL_DELETION_COST,
 };
 use infaas_provision::{ProvisionError, WorkerProvider};
 use serde_json::{json, Value};
@@ -78,6 +79,10 @@ struct FakeState {
     refuse_with: Option<StatusCode>,
     /// Create no pods when replicas grow (a cluster without room).
     no_room: bool,
+    /// The Deployment's annotations.
+    annotations: BTreeMap<String, String>,
+    /// Someone else changes the Deployment just before the next this many patches of it.
+    interleave: usize,
 }
 
 impl FakeState {
@@ -113,6 +118,28 @@ impl FakeState {
             "metadata": { "name": DEPLOYMENT, "namespace": NS, "resourceVersion": self.resource_version.to_string() },
             "spec": { "replicas": self.replicas },
             "status": { "replicas": self.pods.len(), "selector": format!("{}={}", LABEL.0, LABEL.1) },
+        })
+    }
+}
+
+impl FakeState {
+    fn deployment(&self) -> Value {
+        json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": DEPLOYMENT, "namespace": NS,
+                "resourceVersion": self.resource_version.to_string(),
+                "annotations": self.annotations,
+            },
+            "spec": {
+                "replicas": self.replicas,
+                "selector": { "matchLabels": { LABEL.0: LABEL.1 } },
+                "template": {
+                    "metadata": { "labels": { LABEL.0: LABEL.1 } },
+                    "spec": { "containers": [{ "name": "worker", "image": "infaas:latest" }] },
+                },
+            },
         })
     }
 }
@@ -189,6 +216,59 @@ async fn scale(
     axum::Json(st.scale()).into_response()
 }
 
+/// The Deployment: GET, and a merge PATCH that honours a `metadata.resourceVersion`
+/// precondition (409 Conflict when it is not the current one), as the API server does.
+async fn deployment(
+    State(s): State<Shared>,
+    Path((ns, name)): Path<(String, String)>,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = record(&s, method.clone(), &uri, &body) {
+        return refused;
+    }
+    if ns != NS || name != DEPLOYMENT {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("deployments.apps \"{name}\" not found in {ns}"),
+        );
+    }
+    let mut st = s.lock().unwrap();
+    if method == Method::PATCH {
+        if st.interleave > 0 {
+            // Another writer got there first: one more replica.
+            st.interleave -= 1;
+            st.replicas += 1;
+            st.resource_version += 1;
+            st.reconcile();
+        }
+        let patch: Value = serde_json::from_slice(&body).unwrap();
+        if let Some(rv) = patch["metadata"]["resourceVersion"].as_str() {
+            if rv != st.resource_version.to_string() {
+                return status(
+                    StatusCode::CONFLICT,
+                    "Conflict",
+                    "Operation cannot be fulfilled on deployments.apps: the object has been modified".into(),
+                );
+            }
+        }
+        if let Some(a) = patch["metadata"]["annotations"].as_object() {
+            for (k, v) in a {
+                st.annotations
+                    .insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+            }
+        }
+        if let Some(replicas) = patch["spec"]["replicas"].as_i64() {
+            st.replicas = replicas as i32;
+        }
+        st.resource_version += 1;
+        st.reconcile();
+    }
+    axum::Json(st.deployment()).into_response()
+}
+
 async fn pods(
     State(s): State<Shared>,
     Path(ns): Path<String>,
@@ -253,6 +333,10 @@ impl Fake {
         let state: Shared = Arc::default();
         let app = Router::new()
             .route(
+                "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
+                get(deployment).patch(deployment),
+            )
+            .route(
                 "/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale",
                 get(scale).patch(scale),
             )
@@ -278,6 +362,18 @@ impl Fake {
                 ..KubernetesConfig::default()
             },
         )
+    }
+
+    /// A provider fenced with the token `token` holds.
+    fn fenced(&self, token: Arc<std::sync::atomic::AtomicI64>) -> KubernetesProvider {
+        self.provider(8).with_fence(Arc::new(move || {
+            token.load(std::sync::atomic::Ordering::SeqCst)
+        }))
+    }
+
+    fn annotation(&self) -> Option<String> {
+        let st = self.state.lock().unwrap();
+        st.annotations.get(LEADER_TOKEN_ANNOTATION).cloned()
     }
 
     fn pod_names(&self) -> Vec<String> {
@@ -464,4 +560,111 @@ async fn a_pod_that_never_appears_is_a_backend_error() {
     assert!(source.to_string().contains("no new pod"), "{source}");
     // The Deployment was asked for the pod; Kubernetes creates it once it has room.
     assert_eq!(fake.replicas(), 1);
+}
+
+/// A fenced provider changes the Deployment itself, with its token in the annotation and the
+/// resourceVersion it read; a leader with an older token is refused without a change, and a
+/// deposed one without a request.
+#[tokio::test]
+async fn a_fenced_provider_carries_its_token_and_a_stale_leader_is_refused() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let fake = Fake::start().await;
+    let new_leader = Arc::new(AtomicI64::new(7));
+    let added = fake
+        .fenced(new_leader.clone())
+        .add(HardwareKind::Cpu)
+        .await
+        .unwrap();
+    assert_eq!(fake.replicas(), 1);
+    assert_eq!(fake.pod_names(), std::slice::from_ref(&added.name));
+    assert_eq!(fake.annotation().as_deref(), Some("7"));
+    let patches: Vec<Recorded> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == Method::PATCH)
+        .collect();
+    assert_eq!(patches.len(), 1, "{patches:?}");
+    assert!(patches[0]
+        .path
+        .ends_with(&format!("/deployments/{DEPLOYMENT}")));
+    assert_eq!(
+        patches[0].body["metadata"]["annotations"][LEADER_TOKEN_ANNOTATION],
+        "7"
+    );
+    assert!(
+        patches[0].body["metadata"]["resourceVersion"].is_string(),
+        "{:?}",
+        patches[0]
+    );
+
+    // The old leader (token 6) wakes up late: refused, nothing changed.
+    let old_leader = Arc::new(AtomicI64::new(6));
+    let before = fake.requests().len();
+    let err = fake
+        .fenced(old_leader.clone())
+        .add(HardwareKind::Cpu)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ProvisionError::Fenced {
+                ours: 6,
+                holder: Some(7)
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("token 6") && err.to_string().contains("token 7"),
+        "{err}"
+    );
+    assert_eq!(fake.replicas(), 1);
+    assert!(
+        fake.requests()[before..]
+            .iter()
+            .all(|r| r.method != Method::PATCH),
+        "a stale leader patched"
+    );
+    let err = fake.fenced(old_leader).remove(&added).await.unwrap_err();
+    assert!(matches!(err, ProvisionError::Fenced { .. }), "{err}");
+    assert_eq!(fake.pod_names(), std::slice::from_ref(&added.name));
+
+    // Deposed (-1): refused before any request.
+    new_leader.store(-1, Ordering::SeqCst);
+    let before = fake.requests().len();
+    let err = fake
+        .fenced(new_leader)
+        .add(HardwareKind::Cpu)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ProvisionError::Fenced { ours: -1, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        before,
+        "a deposed leader called the API"
+    );
+}
+
+/// Someone changes the Deployment between the provider's read and its patch: the patch is
+/// refused (409), read again and applied on the new count.
+#[tokio::test]
+async fn a_change_in_between_is_read_again_and_not_lost() {
+    use std::sync::atomic::AtomicI64;
+    let fake = Fake::start().await;
+    fake.state.lock().unwrap().interleave = 1;
+    let provider = fake.fenced(Arc::new(AtomicI64::new(3)));
+    provider.add(HardwareKind::Cpu).await.unwrap();
+    // The other writer's replica and ours: 2, not 1.
+    assert_eq!(fake.replicas(), 2);
+    let patches = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == Method::PATCH)
+        .count();
+    assert_eq!(patches, 2, "one refused patch, one applied");
+    assert_eq!(fake.annotation().as_deref(), Some("3"));
 }

@@ -4,26 +4,33 @@
 
 use async_trait::async_trait;
 use infaas_core::HardwareKind;
-use infaas_provision::kubernetes::{KubernetesConfig, KubernetesProvider};
+use infaas_provision::kubernetes::{Fence, KubernetesConfig, KubernetesProvider};
 use infaas_provision::{ProvisionError, ProvisionedWorker, WorkerProvider};
 use tokio::sync::OnceCell;
 
 pub struct LazyKubernetes {
     config: KubernetesConfig,
+    fence: Fence,
     provider: OnceCell<KubernetesProvider>,
 }
 
 impl LazyKubernetes {
-    pub fn new(config: KubernetesConfig) -> LazyKubernetes {
+    /// A provider whose changes of the Deployment carry the leader token `fence` returns.
+    pub fn new(config: KubernetesConfig, fence: Fence) -> LazyKubernetes {
         LazyKubernetes {
             config,
+            fence,
             provider: OnceCell::new(),
         }
     }
 
     async fn get(&self) -> Result<&KubernetesProvider, ProvisionError> {
         self.provider
-            .get_or_try_init(|| KubernetesProvider::new(self.config.clone()))
+            .get_or_try_init(|| async {
+                Ok(KubernetesProvider::new(self.config.clone())
+                    .await?
+                    .with_fence(self.fence.clone()))
+            })
             .await
     }
 }
@@ -61,7 +68,7 @@ mod tests {
         // SAFETY: nextest runs this test alone in its process; nothing reads the environment
         // concurrently.
         unsafe { std::env::set_var("KUBECONFIG", dir.path().join("missing")) };
-        let p = LazyKubernetes::new(KubernetesConfig::default());
+        let p = LazyKubernetes::new(KubernetesConfig::default(), std::sync::Arc::new(|| 0));
         assert_eq!(p.kind(), "kubernetes");
         let err = p.list().await.expect_err("no cluster to reach");
         assert!(

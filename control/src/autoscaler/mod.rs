@@ -137,7 +137,11 @@ fn make_provider(
             let k = cfg.kubernetes();
             tracing::info!(deployment = %k.deployment, namespace = ?k.namespace, max_workers = k.max_workers, "workers are pods of a Kubernetes Deployment");
             (
-                Some(Arc::new(kubernetes::LazyKubernetes::new(k)) as Arc<dyn WorkerProvider>),
+                Some(Arc::new(kubernetes::LazyKubernetes::new(k, {
+                    // Every change of the worker Deployment carries the leader token.
+                    let db = state.db.clone();
+                    Arc::new(move || db.fence())
+                })) as Arc<dyn WorkerProvider>),
                 None,
             )
         }

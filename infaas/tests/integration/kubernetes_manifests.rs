@@ -303,8 +303,8 @@ fn rbac_grants_exactly_what_the_provider_uses() {
     for rule in role["rules"].as_sequence().unwrap() {
         for group in strings(&rule["apiGroups"]) {
             for resource in strings(&rule["resources"]) {
-                if resource == "deployments/scale" {
-                    // Only the worker Deployment may be scaled.
+                if resource.starts_with("deployments") {
+                    // Only the worker Deployment may be read, changed and scaled.
                     assert_eq!(
                         strings(&rule["resourceNames"]),
                         [KubernetesConfig::default().deployment].into()
