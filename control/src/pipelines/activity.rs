@@ -404,9 +404,14 @@ impl PipelineActivity {
 
     /// Arrivals of the last `window_ms` (ms since the Unix epoch), oldest first.
     pub fn arrivals(&self, tenant: &str, name: &str, window_ms: f64) -> Vec<f64> {
+        let now = infaas_core::time::now_ms() as f64;
+        let last = self.with(tenant, name, |a| a.arrivals.back().copied().unwrap_or(0.0));
+        self.arrivals_at(tenant, name, now.max(last), window_ms)
+    }
+
+    /// Arrivals from `now_ms - window_ms` (included) to `now_ms` (included), oldest first.
+    pub fn arrivals_at(&self, tenant: &str, name: &str, now_ms: f64, window_ms: f64) -> Vec<f64> {
         self.with(tenant, name, |a| {
-            let last = a.arrivals.back().copied().unwrap_or(0.0);
-            let now = (infaas_core::time::now_ms() as f64).max(last);
             // Newest first, stopping at the window's start: the deque holds an hour of
             // arrivals and the control loops ask for the last seconds every second.
             let mut recent: Vec<f64> = a
@@ -414,7 +419,8 @@ impl PipelineActivity {
                 .iter()
                 .rev()
                 .copied()
-                .take_while(|t| now - t <= window_ms)
+                .skip_while(|t| *t > now_ms)
+                .take_while(|t| now_ms - t <= window_ms)
                 .collect();
             recent.reverse();
             recent

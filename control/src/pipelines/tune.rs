@@ -19,8 +19,9 @@ use super::replicas::{provision, replicas_of, served_named, shrink};
 pub use super::tuners::{Decision, Tuners};
 use crate::platform::ControlPlane;
 
-/// How often the tuner decides.
-pub const TUNER_PERIOD: Duration = Duration::from_secs(1);
+/// How often the tuner decides (the simulator's replay decides at the same period).
+pub const TUNER_PERIOD: Duration =
+    Duration::from_millis(infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS as u64);
 
 /// Runs the tuner loop until `shutdown`.
 pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
@@ -34,7 +35,12 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         }
         let now = infaas_core::time::now_ms() as f64;
         let decisions = state.pipelines.tuners.decide(now, |tenant, name| {
-            state.pipelines.arrivals(tenant, name, 60_000.0)
+            state.pipelines.arrivals_at(
+                tenant,
+                name,
+                now,
+                infaas_scheduler::pipeline::tuner::MAX_WINDOW_MS,
+            )
         });
         for d in decisions {
             for (variant, target) in &d.targets {

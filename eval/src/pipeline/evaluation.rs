@@ -162,7 +162,7 @@ pub fn evaluate(
             &ReplayOptions {
                 policy: policy.into(),
                 tuner,
-                tick_ms: 1_000.0,
+                tick_ms: infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS,
                 seed: s.seed,
             },
         )

@@ -122,7 +122,7 @@ fn plans_are_feasible_under_the_estimator_and_cheaper_than_the_start() {
         &ReplayOptions {
             policy: "plan".into(),
             tuner: None,
-            tick_ms: 1_000.0,
+            tick_ms: infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS,
             seed: 1,
         },
     );
@@ -141,7 +141,7 @@ fn per_stage_costs_at_least_the_joint_plan() {
     let opts = |policy: &str| ReplayOptions {
         policy: policy.into(),
         tuner: None,
-        tick_ms: 1_000.0,
+        tick_ms: infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS,
         seed: 1,
     };
     let j = replay(&p, &joint.configs, &arrivals, &opts("joint"));
@@ -192,7 +192,7 @@ fn the_tuner_follows_a_rising_load() {
             &ReplayOptions {
                 policy: "x".into(),
                 tuner,
-                tick_ms: 1_000.0,
+                tick_ms: infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS,
                 seed: 1,
             },
         )

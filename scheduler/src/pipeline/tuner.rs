@@ -50,6 +50,18 @@ use super::{
 /// The largest envelope window, ms.
 pub const MAX_WINDOW_MS: f64 = 60_000.0;
 
+/// How often the tuner decides, ms: the controller's tuner loop and the simulator's replay both
+/// call [`Tuner::decide`] at this period.
+pub const TUNER_PERIOD_MS: f64 = 1_000.0;
+
+/// The arrivals a decision at `now_ms` reads (the last [`MAX_WINDOW_MS`], its start included,
+/// up to `now_ms` included) out of `arrivals_ms` (ascending).
+pub fn window(arrivals_ms: &[f64], now_ms: f64) -> &[f64] {
+    let from = arrivals_ms.partition_point(|&t| t < now_ms - MAX_WINDOW_MS);
+    let to = arrivals_ms.partition_point(|&t| t <= now_ms);
+    &arrivals_ms[from..to.max(from)]
+}
+
 /// Window sizes of a traffic envelope: the service time, doubled until 60 s, and 60 s.
 pub fn envelope_windows_ms(service_time_ms: f64) -> Vec<f64> {
     let mut w = service_time_ms.clamp(1.0, MAX_WINDOW_MS);
@@ -397,9 +409,7 @@ impl Tuner {
     /// One decision at `now_ms` from the arrivals of the last 60 s (`recent_ms`, ascending;
     /// older ones are ignored): the target replicas per node.
     pub fn decide(&mut self, now_ms: f64, recent_ms: &[f64]) -> Vec<usize> {
-        let from = recent_ms.partition_point(|&t| t < now_ms - MAX_WINDOW_MS);
-        let to = recent_ms.partition_point(|&t| t <= now_ms);
-        let recent = &recent_ms[from..to];
+        let recent = window(recent_ms, now_ms);
         let c = &self.config;
         self.observed = envelope(recent, &c.windows_ms);
         // Algorithm 3: what the observed envelope needs.

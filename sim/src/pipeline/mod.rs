@@ -37,4 +37,6 @@ mod tests;
 
 pub use branches::branch_draw;
 pub use estimator::{EstimatorStats, TraceEstimator};
-pub use runner::{replay, ReplayOptions, ReplayReport, ReplaySecond};
+pub use runner::{
+    replay, tuner_decisions, ReplayOptions, ReplayReport, ReplaySecond, TunerDecision,
+};

@@ -1,6 +1,7 @@
 //! The runner: a live trace replayed on a configuration, the tuner driving replicas.
 
 use infaas_core::stats::select_percentile;
+use infaas_scheduler::pipeline::tuner::{window, TunerAction};
 use infaas_scheduler::pipeline::{NodeConfig, PlanProblem, Tuner, TunerConfig};
 use serde::Serialize;
 
@@ -14,7 +15,8 @@ pub struct ReplayOptions {
     pub policy: String,
     /// The tuner driving replicas (`None`: the configuration's replicas throughout).
     pub tuner: Option<TunerConfig>,
-    /// Period of the tuner's decisions, ms.
+    /// Period of the tuner's decisions, ms: [`TUNER_PERIOD_MS`](infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS), the controller's, unless a
+    /// run asks otherwise.
     pub tick_ms: f64,
     /// Seed of the branch draws.
     pub seed: u64,
@@ -101,7 +103,6 @@ fn schedule(
         .collect();
     let (mut outs, mut ins, mut drift_at) = (0, 0, None);
     if let Some(config) = &opts.tuner {
-        let mut tuner = Tuner::new(config.clone());
         let mut current: Vec<usize> = configs.iter().map(|c| c.replicas).collect();
         let load_ms: Vec<f64> = problem
             .nodes
@@ -109,13 +110,9 @@ fn schedule(
             .zip(configs)
             .map(|(n, c)| n.options.get(c.option).map_or(0.0, |o| o.variant.load_ms))
             .collect();
-        let tick = opts.tick_ms.max(1.0);
-        let mut now = tick;
-        while now <= end_ms + tick {
-            let from = arrivals.partition_point(|&t| t <= now - 60_000.0);
-            let to = arrivals.partition_point(|&t| t <= now);
-            let target = tuner.decide(now, &arrivals[from..to]);
-            if tuner.drift() && drift_at.is_none() {
+        for d in tuner_decisions(config, arrivals, end_ms, opts.tick_ms) {
+            let (now, target) = (d.at_ms, d.targets);
+            if d.drift && drift_at.is_none() {
                 drift_at = Some(now / 1e3);
             }
             let mut changed = (false, false);
@@ -143,10 +140,47 @@ fn schedule(
             }
             outs += usize::from(changed.0);
             ins += usize::from(changed.1);
-            now += tick;
         }
     }
     (slots, outs, ins, drift_at)
+}
+
+/// One decision of the tuner in a replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TunerDecision {
+    /// When, ms from the trace's start.
+    pub at_ms: f64,
+    /// Target replicas per node.
+    pub targets: Vec<usize>,
+    pub action: TunerAction,
+    /// The tuner reported drift (a re-plan is due).
+    pub drift: bool,
+}
+
+/// The tuner's decisions over `arrivals_ms` (ascending) as a replay makes them: every
+/// `tick_ms` (the controller's [`TUNER_PERIOD_MS`](infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS) unless a run asks otherwise) from one tick
+/// until one tick past `end_ms`, each on the arrivals of the tuner's [`window`].
+pub fn tuner_decisions(
+    config: &TunerConfig,
+    arrivals_ms: &[f64],
+    end_ms: f64,
+    tick_ms: f64,
+) -> Vec<TunerDecision> {
+    let mut tuner = Tuner::new(config.clone());
+    let tick = tick_ms.max(1.0);
+    let mut out = Vec::new();
+    let mut now = tick;
+    while now <= end_ms + tick {
+        let targets = tuner.decide(now, window(arrivals_ms, now));
+        out.push(TunerDecision {
+            at_ms: now,
+            targets,
+            action: tuner.action(),
+            drift: tuner.drift(),
+        });
+        now += tick;
+    }
+    out
 }
 
 /// One stage with replicas changing over time (see [`stage_fixed`]); queries no replica will
