@@ -24,15 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
-from serving import free_port, http
+from serving import free_port, http, register_model, stop_process, wait_until_ready
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -58,23 +56,10 @@ class Replica:
             stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self) -> None:
-        for _ in range(600):
-            try:
-                if http("GET", self.base + "/readyz")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit(f"a replica did not become ready; see {self.log.name}")
+        wait_until_ready(self.base + "/readyz", self.log.name, 600)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        stop_process(self.proc, self.log, self.dir)
 
 
 def fresh_schema(database_url: str) -> str:
@@ -82,31 +67,6 @@ def fresh_schema(database_url: str) -> str:
     subprocess.run(["psql", database_url, "-qc", f"CREATE SCHEMA {schema}"], check=True)
     sep = "&" if "?" in database_url else "?"
     return f"{database_url}{sep}options=-c%20search_path%3D{schema}"
-
-
-def register(args, base: str, auth: dict) -> None:
-    boundary = "----infaasbench"
-    parts = []
-    for field, value in (("name", "bench-mlp"), ("app", "bench")):
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"\r\n\r\n{value}\r\n'.encode())
-    for field, path in (("model", "bench-mlp.onnx"), ("validation", "bench-mlp-val.npz")):
-        with open(os.path.join(args.models, path), "rb") as f:
-            data = f.read()
-        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{path}"\r\n'
-                     f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
-    parts.append(f"--{boundary}--\r\n".encode())
-    s, b = http("POST", base + "/v1/models", b"".join(parts),
-                {**auth, "content-type": f"multipart/form-data; boundary={boundary}"})
-    assert s in (200, 201, 202), b
-    for _ in range(1200):
-        s, b = http("GET", f"{base}/v1/models/bench-mlp", headers=auth)
-        status = json.loads(b).get("status")
-        if status == "ready":
-            return
-        if status == "failed":
-            raise SystemExit(f"registration failed: {b!r}")
-        time.sleep(0.25)
-    raise SystemExit("model not ready in 5 minutes")
 
 
 def run_setup(args, label: str, replicas: int, through: int) -> dict:
@@ -124,7 +84,7 @@ def run_setup(args, label: str, replicas: int, through: int) -> dict:
                     {"content-type": "application/json"})
         assert s == 200, b
         auth = {"Authorization": f"Bearer {json.loads(b)['access_token']}"}
-        register(args, nodes[0].base, auth)
+        register_model(nodes[0].base, auth, args.models, "bench-mlp", "bench")
         target = nodes[through]
         loadgen = [args.binary, "--server", target.base, "--api-key", key, "loadgen", "--app", "bench",
                    "--npz", os.path.join(args.models, "bench-mlp-val.npz"), "--json"]

@@ -47,6 +47,59 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
         return e.code, e.read()
 
 
+def wait_until_ready(url: str, log: str, tries: int = 300, pause: float = 0.1) -> None:
+    """Polls `url` until it answers 200; exits pointing at `log` after `tries`."""
+    for _ in range(tries):
+        try:
+            if http("GET", url)[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(pause)
+    raise SystemExit(f"the server did not start; see {log}")
+
+
+def stop_process(proc: subprocess.Popen, log, directory: str) -> None:
+    """SIGTERM (kill after 20 s), then the data directory removed unless INFAAS_BENCH_KEEP."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    if os.environ.get("INFAAS_BENCH_KEEP"):
+        print(f"kept the server's data directory and log: {directory}", flush=True)
+    else:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def register_model(base: str, auth: dict, models: str, name: str, app: str) -> None:
+    """Registers `models/NAME.onnx` with `NAME-val.npz` under `app` and waits until ready."""
+    boundary = "----infaasbench"
+    parts = []
+    for field, value in (("name", name), ("app", app)):
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"\r\n\r\n{value}\r\n'.encode())
+    for field, path in (("model", f"{name}.onnx"), ("validation", f"{name}-val.npz")):
+        with open(os.path.join(models, path), "rb") as f:
+            data = f.read()
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{path}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    s, b = http("POST", base + "/v1/models", b"".join(parts),
+                {**auth, "content-type": f"multipart/form-data; boundary={boundary}"})
+    assert s in (200, 201, 202), b
+    for _ in range(1200):
+        s, b = http("GET", f"{base}/v1/models/{name}", headers=auth)
+        status = json.loads(b).get("status")
+        if status == "ready":
+            return
+        if status == "failed":
+            raise SystemExit(f"registration failed: {b!r}")
+        time.sleep(0.25)
+    raise SystemExit("model not ready in 5 minutes")
+
+
 class Server:
     """A fresh `infaas serve` in its own data directory."""
 
@@ -65,15 +118,7 @@ class Server:
             else [binary, "serve", *self.args, *extra],
             stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )
-        for _ in range(300):
-            try:
-                if http("GET", self.base + "/readyz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise SystemExit(f"server did not start; see {self.log.name}")
+        wait_until_ready(self.base + "/readyz", self.log.name)
         key = subprocess.run(
             [binary, "admin", "--data-dir", self.dir, "create-tenant", "bench"],
             check=True, capture_output=True, text=True,
@@ -89,29 +134,7 @@ class Server:
         self.auth = {"Authorization": f"Bearer {self.token}"}
 
     def register(self, name: str, app: str) -> None:
-        boundary = "----infaasbench"
-        parts = []
-        for field, value in (("name", name), ("app", app)):
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"\r\n\r\n{value}\r\n'.encode())
-        for field, path in (("model", f"{name}.onnx"), ("validation", f"{name}-val.npz")):
-            with open(os.path.join(self.models, path), "rb") as f:
-                data = f.read()
-            parts.append(
-                f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{path}"\r\n'
-                f"Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
-        parts.append(f"--{boundary}--\r\n".encode())
-        s, b = http("POST", self.base + "/v1/models", b"".join(parts),
-                    {**self.auth, "content-type": f"multipart/form-data; boundary={boundary}"})
-        assert s in (200, 201, 202), b
-        for _ in range(1200):
-            s, b = http("GET", f"{self.base}/v1/models/{name}", headers=self.auth)
-            status = json.loads(b).get("status")
-            if status == "ready":
-                return
-            if status == "failed":
-                raise SystemExit(f"registration failed: {b!r}")
-            time.sleep(0.25)
-        raise SystemExit("model not ready in 5 minutes")
+        register_model(self.base, self.auth, self.models, name, app)
 
     def rss_kb(self) -> int:
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -129,16 +152,7 @@ class Server:
         return [e.get("action", "?") for e in events]
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        if os.environ.get("INFAAS_BENCH_KEEP"):
-            print(f"kept the server's data directory and log: {self.dir}", flush=True)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        stop_process(self.proc, self.log, self.dir)
 
 
 _grpc = {}
@@ -332,26 +346,10 @@ class MLServer:
         mlserver = os.path.join(os.path.dirname(python), "mlserver")
         self.proc = subprocess.Popen([mlserver, "start", self.dir], cwd=self.dir, stdout=self.log,
                                      stderr=subprocess.STDOUT)
-        for _ in range(600):
-            try:
-                if http("GET", f"{self.base}/v2/models/{APP}/ready")[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit(f"mlserver did not start; see {self.log.name}")
+        wait_until_ready(f"{self.base}/v2/models/{APP}/ready", self.log.name, 600, 0.2)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-        if os.environ.get("INFAAS_BENCH_KEEP"):
-            print(f"kept the server's data directory and log: {self.dir}", flush=True)
-        else:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        stop_process(self.proc, self.log, self.dir)
 
 
 def peer_run(extra: list[str]) -> None:
