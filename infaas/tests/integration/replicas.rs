@@ -268,6 +268,34 @@ async fn process_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
         .collect()
 }
 
+/// Two in-process replicas on `b` whose embedded workers have `first_threads` and
+/// `second_threads` intra-op threads (a 1.5-s liveness timeout), a tenant, and the digits model
+/// registered through the first and ready.
+async fn two_replicas(
+    b: &Backends,
+    ort: &std::path::Path,
+    first_threads: usize,
+    second_threads: usize,
+) -> (Platform, Platform, Tenant) {
+    let config = |dir: &str, threads: usize| {
+        let mut c = fast_config(b, ort);
+        c.worker_thread_budget = Some(threads);
+        c.heartbeat_timeout_ms = 1500;
+        c.data_dir = b.dir.path().join(dir);
+        c
+    };
+    let first = Platform::start(config("first", first_threads)).await;
+    let second = Platform::start(config("second", second_threads)).await;
+    let t = first.tenant("acme", open_quotas()).await;
+    first
+        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
+        .await;
+    first
+        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
+        .await;
+    (first, second, t)
+}
+
 /// A query for the digits application through `p`: the id of the worker that answered it.
 async fn query(p: &Platform, t: &Tenant) -> String {
     let a = p
@@ -292,22 +320,7 @@ async fn a_worker_started_against_one_replica_serves_queries_through_another() {
     let Some(b) = Backends::services().await else {
         return;
     };
-    let config = |dir: &str| {
-        let mut c = fast_config(&b, &ort);
-        c.worker_thread_budget = Some(0);
-        c.heartbeat_timeout_ms = 1500;
-        c.data_dir = b.dir.path().join(dir);
-        c
-    };
-    let first = Platform::start(config("first")).await;
-    let second = Platform::start(config("second")).await;
-    let t = first.tenant("acme", open_quotas()).await;
-    first
-        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
-        .await;
-    first
-        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
-        .await;
+    let (first, second, t) = two_replicas(&b, &ort, 0, 0).await;
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_infaas"));
     cmd.args(["--object-store", &b.object_store, "--log-level", "warn"])
@@ -575,22 +588,7 @@ async fn embedded_workers_and_arrivals_are_shared_by_the_replicas() {
     let Some(b) = Backends::services().await else {
         return;
     };
-    let config = |dir: &str, threads: usize| {
-        let mut c = fast_config(&b, &ort);
-        c.worker_thread_budget = Some(threads);
-        c.heartbeat_timeout_ms = 1500;
-        c.data_dir = b.dir.path().join(dir);
-        c
-    };
-    let first = Platform::start(config("first", 0)).await;
-    let second = Platform::start(config("second", 2)).await;
-    let t = first.tenant("acme", open_quotas()).await;
-    first
-        .register_ok(&t, &Registration::zoo("digits-logreg", "digits"))
-        .await;
-    first
-        .wait_ready(&t, "digits-logreg", Duration::from_secs(120))
-        .await;
+    let (first, second, t) = two_replicas(&b, &ort, 0, 2).await;
 
     // The first replica learns of the second's embedded worker from its heartbeats.
     let address = format!("{}/worker", second.base);
