@@ -196,13 +196,15 @@ impl Leadership {
     pub async fn step(&self, db: &Db) -> Transition {
         let was = self.is_leader();
         let ttl_ms = i64::try_from(self.settings.ttl.as_millis()).unwrap_or(i64::MAX);
-        // A database that does not answer within a renewal counts as unreachable.
+        // A database that does not answer within a lease period counts as unreachable (the
+        // loop must not hang on it; `leads_now` already stops actions once the lease could
+        // have lapsed, whatever this call does).
         let acquired = tokio::time::timeout(
-            self.settings.renew_every,
+            self.settings.ttl,
             db.acquire_lease(LEADER_LEASE, &self.replica, &self.address(), ttl_ms),
         )
         .await
-        .unwrap_or(Err(StoreError::TimedOut(self.settings.renew_every)));
+        .unwrap_or(Err(StoreError::TimedOut(self.settings.ttl)));
         match acquired {
             Ok(lease) => {
                 let leads = lease.held_by(&self.replica);
