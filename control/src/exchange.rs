@@ -75,6 +75,16 @@ pub fn enabled(kind: DbKind) -> bool {
     kind == DbKind::Postgres
 }
 
+/// How old a second must be before every replica's arrivals of it are in, on a database of
+/// `kind` (0 where there is one replica).
+pub fn settle_s(kind: DbKind) -> i64 {
+    if enabled(kind) {
+        SETTLE_S
+    } else {
+        0
+    }
+}
+
 /// This replica's unpublished arrivals.
 fn collect(control: &ControlPlane) -> Report {
     let mut demand: Vec<VariantArrivals> = control

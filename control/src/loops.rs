@@ -41,11 +41,7 @@ pub fn start(
     tokio::spawn(crate::forecasts::run(
         control.forecasts.clone(),
         control.traffic.clone(),
-        if exchanging {
-            crate::exchange::SETTLE_S
-        } else {
-            0
-        },
+        crate::exchange::settle_s(control.db.kind()),
         shutdown.clone(),
     ));
     tokio::spawn(control.usage.clone().run(

@@ -377,11 +377,7 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         }
         let now_ms = infaas_core::time::now_ms();
         // The last complete second in which every replica's arrivals are in.
-        let settled = if crate::exchange::enabled(state.db.kind()) {
-            crate::exchange::SETTLE_S
-        } else {
-            0
-        };
+        let settled = crate::exchange::settle_s(state.db.kind());
         feed_forecasts(&state, now_ms.div_euclid(1000) - 1 - settled);
         super::status::record_costs(&state).await;
         let pipelines = &state.pipelines;
