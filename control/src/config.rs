@@ -225,6 +225,10 @@ pub struct AutoscaleConfig {
     /// Scale-in stabilisation, in seconds: a model with enough capacity removes or downgrades
     /// only instances that have been in their state this long (scaling up is not held).
     pub scale_in_hold_secs: f64,
+    /// Peak hold, in seconds: a model is planned for the highest per-period arrival rate
+    /// within this long, so that capacity a burst needed stays until the load has been calm
+    /// this long (0: the last period and its smoothed mean only).
+    pub peak_hold_secs: f64,
     /// Weight of load time against hardware cost in the objective, per second.
     pub lambda_per_s: f64,
     /// Vertical (more intra-op threads) scaling of overloaded CPU instances first.
@@ -278,6 +282,7 @@ impl Default for AutoscaleConfig {
             slack: 1.05,
             scale_down: 1.5,
             scale_in_hold_secs: 10.0,
+            peak_hold_secs: 60.0,
             lambda_per_s: 0.1,
             vertical: true,
             vertical_max_threads: 16,
@@ -308,6 +313,7 @@ impl AutoscaleConfig {
             scale_down: self.scale_down,
             lambda_per_s: self.lambda_per_s,
             scale_in_hold_ms: self.scale_in_hold_secs * 1000.0,
+            peak_hold_ms: self.peak_hold_secs * 1000.0,
         }
     }
 
@@ -338,6 +344,9 @@ impl AutoscaleConfig {
         }
         if !(self.scale_in_hold_secs.is_finite() && self.scale_in_hold_secs >= 0.0) {
             return bad("scale_in_hold_secs must not be negative");
+        }
+        if !(self.peak_hold_secs.is_finite() && self.peak_hold_secs >= 0.0) {
+            return bad("peak_hold_secs must not be negative");
         }
         if !(self.idle_cooldown_secs.is_finite() && self.idle_cooldown_secs >= 0.0) {
             return bad("idle_cooldown_secs must not be negative");
@@ -530,6 +539,9 @@ pub struct Overrides {
     /// `autoscale.scale_in_hold_secs`.
     #[arg(long, env = "INFAAS_SCALE_IN_HOLD_SECS", global = true)]
     pub scale_in_hold_secs: Option<f64>,
+    /// `autoscale.peak_hold_secs`.
+    #[arg(long, env = "INFAAS_PEAK_HOLD_SECS", global = true)]
+    pub peak_hold_secs: Option<f64>,
     #[arg(long, env = "INFAAS_TRAFFIC_HORIZON_MINUTES", global = true)]
     pub traffic_horizon_minutes: Option<u64>,
 }
@@ -682,6 +694,9 @@ impl Config {
         }
         if let Some(v) = o.scale_in_hold_secs {
             a.scale_in_hold_secs = v;
+        }
+        if let Some(v) = o.peak_hold_secs {
+            a.peak_hold_secs = v;
         }
         cfg.validate()?;
         Ok(cfg)

@@ -8,7 +8,7 @@ use clap::Args;
 use infaas_scheduler::autoscale::ScalingConfig;
 use infaas_sim::catalogue::{read_proteus, Accelerator};
 use infaas_sim::generate::Generator;
-use infaas_sim::policy::{by_name, NAMES};
+use infaas_sim::policy::{baseline_accuracy, by_name, NAMES};
 use infaas_sim::report::{series_csv, PolicyReport};
 use infaas_sim::trace::Trace;
 use infaas_sim::{simulate, variants_for, Cluster};
@@ -87,11 +87,20 @@ pub struct SimArgs {
     /// gives back only instances that have been in their state this long, in seconds.
     #[arg(long)]
     scale_in_hold_secs: Option<f64>,
+    /// Peak hold (`autoscale.peak_hold_secs`): a model is planned for the highest per-second
+    /// arrival rate within this long, in seconds.
+    #[arg(long)]
+    peak_hold_secs: Option<f64>,
+    /// Every query asks for at least this accuracy: a fraction, or `baseline` for, per
+    /// application, the accuracy of the variant the fixed-variant baselines serve it with
+    /// (the platform's policy compared with them at equal accuracy)
+    #[arg(long)]
+    min_accuracy: Option<String>,
 }
 
 /// Runs the command.
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let trace = match (&args.trace, &args.proteus, &args.generate) {
+    let mut trace = match (&args.trace, &args.proteus, &args.generate) {
         (Some(p), _, _) => Trace::read_csv(p)?,
         (_, Some(dir), _) => Trace::read_proteus_dir(dir)?,
         (_, _, Some(spec)) => spec.parse::<Generator>()?.generate(),
@@ -134,6 +143,26 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         );
     }
     let variants = variants_for(&trace, &catalogue, &cluster)?;
+    if let Some(min) = &args.min_accuracy {
+        let per_app = match min.as_str() {
+            "baseline" => baseline_accuracy(&trace, &variants),
+            v => {
+                let a: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|a| (0.0..=1.0).contains(a))
+                    .with_context(|| {
+                        format!("--min-accuracy '{v}': expected `baseline` or a fraction in [0, 1]")
+                    })?;
+                vec![Some(a); trace.apps.len()]
+            }
+        };
+        for q in &mut trace.arrivals {
+            if let Some(Some(a)) = per_app.get(q.app) {
+                q.min_accuracy = Some(q.min_accuracy.map_or(*a, |m| m.max(*a)));
+            }
+        }
+    }
     if !(args.slack >= 1.0 && args.slack.is_finite()) {
         anyhow::bail!("--slack {} must be at least 1", args.slack);
     }
@@ -146,6 +175,12 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             anyhow::bail!("--scale-in-hold-secs {h} must be a number of seconds, at least 0");
         }
         scaling.scale_in_hold_ms = h * 1000.0;
+    }
+    if let Some(h) = args.peak_hold_secs {
+        if !(h >= 0.0 && h.is_finite()) {
+            anyhow::bail!("--peak-hold-secs {h} must be a number of seconds, at least 0");
+        }
+        scaling.peak_hold_ms = h * 1000.0;
     }
     if scaling.scale_down <= scaling.slack {
         anyhow::bail!(
@@ -210,6 +245,15 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             s.dropped,
             s.actions
         );
+        let missed: u64 = r.misses_by_cause.values().sum();
+        if missed > 0 {
+            let causes: Vec<String> = r
+                .misses_by_cause
+                .iter()
+                .map(|(cause, n)| format!("{cause} {n}"))
+                .collect();
+            println!("{:<14}   {missed} misses: {}", "", causes.join(", "));
+        }
         for j in &r.jobs {
             println!(
                 "{:<14}   job of {} rows for {}: {} done, {}, paused {:.1} s",

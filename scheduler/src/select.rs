@@ -39,7 +39,10 @@
 use std::fmt::Write;
 
 use crate::instance_state::InstanceState;
-use crate::snapshot::{variant_cost_per_query, Prices, Snapshot, VariantEntry, WorkerEntry};
+use crate::snapshot::{
+    has_cpu_only_worker, keeps_gpu_host, variant_cost_per_query, Prices, Snapshot, VariantEntry,
+    WorkerEntry,
+};
 use infaas_core::HardwareKind;
 
 /// What a query asks for.
@@ -535,10 +538,12 @@ fn place(s: &Snapshot, vi: usize, v: &VariantEntry, replica: bool) -> Option<usi
             .then(a.id.cmp(&b.id))
             .is_lt()
     };
+    let cpu_only_worker = has_cpu_only_worker(workers);
     let mut best: Option<usize> = None;
     for &wi in s.workers_with(v.hardware) {
         let w = &workers[wi];
         if w.can_host(v)
+            && !keeps_gpu_host(w, v, cpu_only_worker)
             && !hosts(wi)
             && adds_capacity(wi, w)
             && best.is_none_or(|b| better(w, &workers[b]))
@@ -928,14 +933,15 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // Queueing counts against the SLO: 4 rows ahead join a batch of 8 (8 ms x 1.5).
+        // Queueing counts against the SLO: 4 rows ahead join a batch of 8 (8 ms x 2: the
+        // batch under way, then its own).
         s.set_instance_load(idle, 4, 100.0).unwrap();
         s.set_instance_load(busy, 12, 100.0).unwrap();
         let Decision::Serve { predicted_ms, .. } = select(&s, &app(Some(50.0), Some(0.9)), &PRICES)
         else {
             panic!()
         };
-        assert_eq!(predicted_ms, 12.0);
+        assert_eq!(predicted_ms, 16.0);
     }
 
     #[test]
@@ -1240,6 +1246,29 @@ mod tests {
     }
 
     #[test]
+    fn a_gpu_worker_is_kept_for_gpu_instances_while_a_cpu_worker_exists() {
+        let build = |with_cpu_worker: bool| {
+            let mut b = Snapshot::builder();
+            let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+            // The GPU worker is the less utilised: INFaaS' rule alone would load there.
+            let gpu = b.add_worker(worker("gpu", &[Cpu, Gpu], 0.0)).unwrap();
+            let cpu = with_cpu_worker.then(|| b.add_worker(worker("cpu", &[Cpu], 0.5)).unwrap());
+            (b.build(), v, gpu, cpu)
+        };
+        let loads_on = |s: &Snapshot| match select(s, &app(None, None), &PRICES) {
+            Decision::Load {
+                variant, worker, ..
+            } => (variant, worker),
+            d => panic!("{d:?}"),
+        };
+        let (s, v, _, cpu) = build(true);
+        assert_eq!(loads_on(&s), (v, cpu.unwrap()));
+        // A cluster of GPU workers only runs CPU variants on them.
+        let (s, v, gpu, _) = build(false);
+        assert_eq!(loads_on(&s), (v, gpu));
+    }
+
+    #[test]
     fn load_goes_to_the_least_utilised_worker_with_room_and_hardware() {
         let mut b = Snapshot::builder();
         let mut v = variant("v", "m", 0.9, 1.0);
@@ -1257,7 +1286,7 @@ mod tests {
         add("no-cores", &[Cpu], 0.05, 5, 0);
         add("no-memory", &[Cpu], 0.1, 0, 13 << 30);
         add("busy", &[Cpu], 0.6, 0, 0);
-        let ok = add("ok", &[Cpu, Gpu], 0.3, 4, 12 << 30);
+        let ok = add("ok", &[Cpu], 0.3, 4, 12 << 30);
         let s = b.build();
         let q = Query {
             latency_slo_ms: Some(200.0),
@@ -1560,7 +1589,7 @@ mod tests {
     fn model_target_without_slo_takes_the_fastest_instance() {
         let mut b = Snapshot::builder();
         let slow = b
-            .add_variant("acme", variant("slow", "m", 0.9, 4.0))
+            .add_variant("acme", variant("slow", "m", 0.9, 5.0))
             .unwrap();
         let fast = b
             .add_variant("acme", variant("fast", "m", 0.9, 1.0))
@@ -1571,7 +1600,7 @@ mod tests {
         b.add_instance(instance("is", slow, w)).unwrap();
         let i_fast = b.add_instance(instance("if", fast, w)).unwrap();
         let mut s = b.build();
-        // fast has a queue but is still quicker: 2 ms x (1 + 2/8) = 2.5 ms < 4 ms.
+        // fast has a queue but is still quicker: 2 ms x (1 + the batch under way) = 4 ms < 5 ms.
         s.set_instance_load(i_fast, 2, 10.0).unwrap();
         let q = Query {
             target: Target::Model("m"),
@@ -1586,7 +1615,7 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!((variant, predicted_ms), (fast, 2.5));
+        assert_eq!((variant, predicted_ms), (fast, 4.0));
         assert!(reason.ends_with("lowest predicted latency"), "{reason}");
     }
 

@@ -76,7 +76,7 @@ impl VariantEntry {
             return f64::INFINITY;
         };
         let own_batches = rows.div_ceil(max_batch) as f64;
-        point.p99_ms * scale * (own_batches + queue_len as f64 / max_batch as f64)
+        point.p99_ms * scale * (own_batches + queue_len.div_ceil(max_batch) as f64)
     }
 
     /// Profiled p99 in ms of a query of `rows` rows on an idle instance.
@@ -93,10 +93,43 @@ impl VariantEntry {
 
     /// Saturation throughput in rows/s: full batches of `max_batch` at the profiled mean.
     pub fn peak_qps(&self) -> f64 {
-        self.latency_at(self.max_batch)
-            .map_or(0.0, |(point, scale)| {
-                peak_qps(self.max_batch, point.mean_ms * scale)
+        self.peak_qps_at(self.max_batch)
+    }
+
+    /// Throughput in rows/s of full batches of `batch` rows at the profiled mean.
+    fn peak_qps_at(&self, batch: usize) -> f64 {
+        self.latency_at(batch)
+            .map_or(0.0, |(point, scale)| peak_qps(batch, point.mean_ms * scale))
+    }
+
+    /// Saturation throughput in rows/s that still meets a latency SLO of `slo_ms`: full
+    /// batches of the largest batch (up to `max_batch`) whose p99 leaves room in the SLO for
+    /// waiting out one batch under way ([`Self::predicted_ms`] of a query joining a queue is at
+    /// least two batches). Selection sends an instance only the queries it predicts within the
+    /// SLO, so its batches stay that small; a variant none of whose batches does (its one-row
+    /// run takes more than half the SLO) serves queries only while idle, one at a time: its
+    /// one-row throughput. Without an SLO, [`Self::peak_qps`].
+    pub fn peak_qps_within(&self, slo_ms: Option<f64>) -> f64 {
+        let Some(slo) = slo_ms else {
+            return self.peak_qps();
+        };
+        let max_batch = self.max_batch.max(1);
+        let fits = |b: usize| {
+            self.latency_at(b)
+                .is_some_and(|(p, scale)| 2.0 * p.p99_ms * scale <= slo)
+        };
+        if fits(max_batch) {
+            return self.peak_qps();
+        }
+        self.latency
+            .iter()
+            .map(|p| p.batch)
+            .filter(|&b| b >= 1 && b < max_batch && fits(b))
+            .map(|b| self.peak_qps_at(b))
+            .fold(None, |best: Option<f64>, q| {
+                Some(best.map_or(q, |b| b.max(q)))
             })
+            .unwrap_or_else(|| self.peak_qps_at(1))
     }
 }
 
@@ -123,6 +156,25 @@ pub struct WorkerEntry {
     /// or have rows queued or a batch in flight. These threads compete for `cpu_cores`; idle
     /// sessions hold memory but no CPU.
     pub busy_threads: usize,
+}
+
+/// Whether a live worker without a GPU is among `workers`: then CPU instances are kept off
+/// the GPU workers ([`keeps_gpu_host`]).
+pub fn has_cpu_only_worker(workers: &[WorkerEntry]) -> bool {
+    workers
+        .iter()
+        .any(|w| w.alive && !w.hardware.contains(&HardwareKind::Gpu))
+}
+
+/// Whether worker `w` is kept from an instance of `v`: a GPU worker is kept for GPU instances
+/// (each holds one of its cores) while the cluster has a live worker without a GPU
+/// (`cpu_only_worker`, [`has_cpu_only_worker`]), as a Kubernetes taint keeps GPU nodes for
+/// GPU pods. A CPU variant that fills a GPU worker's cores leaves no room for the GPU
+/// instances the worker is there for; with CPU workers full, the planner then turns to GPU
+/// variants, or reports the shortage to the worker autoscaler. A cluster of GPU workers only
+/// runs CPU variants on them.
+pub fn keeps_gpu_host(w: &WorkerEntry, v: &VariantEntry, cpu_only_worker: bool) -> bool {
+    cpu_only_worker && v.hardware == HardwareKind::Cpu && w.hardware.contains(&HardwareKind::Gpu)
 }
 
 /// An instance that finished a batch within this many milliseconds, or has rows queued or a
@@ -947,8 +999,10 @@ pub(crate) mod tests {
         };
         assert_eq!(v.predicted_ms(0, 1), 1.0);
         assert_eq!(v.predicted_ms(0, 3), 2.0);
-        // Joins a batch of 4 behind 2 rows: p99(4) = 2 ms x (1 + 2/8).
-        assert_eq!(v.predicted_ms(2, 2), 2.5);
+        // Joins a batch of 4 behind 2 rows: p99(4) = 2 ms x (1 + the batch under way).
+        assert_eq!(v.predicted_ms(2, 2), 4.0);
+        // However few rows are ahead, the batch under way may have just started.
+        assert_eq!(v.predicted_ms(1, 1), 2.0 * v.latency_ms(2));
         // Queue of 16: batch of 8 (4 ms) x (1 + 2).
         assert_eq!(v.predicted_ms(16, 1), 12.0);
         // 20 rows: three batches of its own at p99(8).

@@ -296,6 +296,10 @@ pub enum Change {
 /// it (its `DRAIN_WAIT`), ms.
 const DRAIN_WAIT_MS: f64 = 500.0;
 
+/// Seconds at the start of a trace whose mean rate is the traffic a policy is provisioned
+/// for before the trace starts ([`World::opening_rate`]).
+pub const OPENING_S: f64 = 10.0;
+
 /// What a policy sees.
 pub struct World<'a> {
     pub snapshot: &'a Snapshot,
@@ -305,6 +309,10 @@ pub struct World<'a> {
     /// Per application: the highest arrivals in one second of the trace (what provisioning
     /// for the peak plans for).
     pub peak_rate: &'a [f64],
+    /// Per application: its mean arrivals per second over the trace's first
+    /// [`OPENING_S`] seconds (what a policy that has been serving the traffic before the
+    /// trace starts is provisioned for).
+    pub opening_rate: &'a [f64],
     /// Per application: the tightest SLO of its queries in the trace, ms.
     pub app_slo: &'a [Option<f64>],
     /// Per snapshot instance: how long it has been in its state, ms (empty when routing).
@@ -412,7 +420,32 @@ struct Inst {
     ready_ms: f64,
     /// Core-milliseconds its batches ran in the window.
     busy_window_ms: f64,
+    /// The running batch's service time, ms.
+    batch_ms: f64,
     state_since_ms: f64,
+}
+
+/// Why an online query missed its SLO.
+#[derive(Debug, Clone, Copy)]
+enum MissCause {
+    /// It arrived before its instance was ready and waited for the load.
+    Load = 0,
+    /// Its batch alone ran longer than its SLO.
+    Service = 1,
+    /// It waited behind other batches of a ready instance.
+    Queue = 2,
+}
+
+impl MissCause {
+    const ALL: [MissCause; 3] = [MissCause::Load, MissCause::Service, MissCause::Queue];
+
+    fn name(self) -> &'static str {
+        match self {
+            MissCause::Load => "waited-for-load",
+            MissCause::Service => "slow-batch",
+            MissCause::Queue => "queued",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -496,6 +529,8 @@ struct Engine<'t> {
     fleet_recorded: Option<usize>,
     /// Scaling actions over the run, by kind.
     actions_by_kind: BTreeMap<&'static str, u64>,
+    /// Online queries that missed their SLO, by [`MissCause`].
+    misses: [u64; 3],
     /// The job runner: progress of every job, the batch in flight, whether it is paused, and
     /// the online load it reads (the last window's, as the controller measures it).
     offline: Vec<JobReport>,
@@ -529,6 +564,7 @@ struct Engine<'t> {
     variant_model: Vec<usize>,
     app_window: Vec<u64>,
     peak_rate: Vec<f64>,
+    opening_rate: Vec<f64>,
     app_slo: Vec<Option<f64>>,
     thresholds: Thresholds,
     started: bool,
@@ -572,6 +608,14 @@ impl<'t> Engine<'t> {
             .iter()
             .map(|s| s.iter().copied().max().unwrap_or(0) as f64)
             .collect();
+        let mut opening_rate = vec![0.0; trace.apps.len()];
+        for a in trace
+            .arrivals
+            .iter()
+            .take_while(|a| a.at_ms < OPENING_S * 1e3)
+        {
+            opening_rate[a.app] += 1.0 / OPENING_S;
+        }
         let mut app_slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
         for a in &trace.arrivals {
             if let Some(slo) = a.slo_ms {
@@ -609,6 +653,7 @@ impl<'t> Engine<'t> {
             workers_started: 0,
             fleet_recorded: None,
             actions_by_kind: BTreeMap::new(),
+            misses: [0; 3],
             offline: cluster
                 .jobs
                 .iter()
@@ -641,6 +686,7 @@ impl<'t> Engine<'t> {
             variant_model,
             app_window: vec![0; trace.apps.len()],
             peak_rate,
+            opening_rate,
             thresholds: Thresholds::default(),
             started: false,
             cluster,
@@ -680,6 +726,7 @@ impl<'t> Engine<'t> {
             apps: &self.trace.apps,
             prices: &self.cluster.prices,
             peak_rate: &self.peak_rate,
+            opening_rate: &self.opening_rate,
             app_slo: &self.app_slo,
             state_age_ms: ages,
             busy,
@@ -753,6 +800,7 @@ impl<'t> Engine<'t> {
             last_served_ms: f64::NEG_INFINITY,
             ready_ms: f64::INFINITY,
             busy_window_ms: 0.0,
+            batch_ms: 0.0,
             state_since_ms: self.now,
         });
         if warm && !self.started {
@@ -895,6 +943,7 @@ impl<'t> Engine<'t> {
             p.mean_ms * scale * inst.slowdown * noise
         });
         inst.busy_window_ms += service * inst.threads as f64;
+        inst.batch_ms = service;
         self.schedule(self.now + service, Kind::Done(e));
     }
 
@@ -912,9 +961,20 @@ impl<'t> Engine<'t> {
             let latency = now - p.at_ms + self.overhead();
             self.online_window.add(latency, p.slo_ms);
             let met = latency <= p.slo_ms;
-            if p.slo_ms.is_finite() && p.at_ms >= self.insts[e].ready_ms {
+            let waited_for_load = p.at_ms < self.insts[e].ready_ms;
+            if p.slo_ms.is_finite() && !waited_for_load {
                 self.insts[e].slo_answered_window += 1;
                 self.insts[e].slo_late_window += u64::from(!met);
+            }
+            if !met {
+                let cause = if waited_for_load {
+                    MissCause::Load
+                } else if self.insts[e].batch_ms > p.slo_ms {
+                    MissCause::Service
+                } else {
+                    MissCause::Queue
+                };
+                self.misses[cause as usize] += 1;
             }
             self.sec(p.at_ms);
             let at = second(p.at_ms);
@@ -1691,6 +1751,10 @@ pub fn simulate(
         .actions_by_kind
         .iter()
         .map(|(k, n)| (k.to_string(), *n))
+        .collect();
+    r.misses_by_cause = MissCause::ALL
+        .iter()
+        .map(|c| (c.name().to_string(), engine.misses[*c as usize]))
         .collect();
     r.apps = trace
         .apps

@@ -18,10 +18,11 @@ use std::collections::HashMap;
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{
-    exact, greedy, model_period, releasable_view, resolve, worker_period, ActionKind, ClaimedRoom,
-    FamilyState, InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput, PlannedLoad,
-    Resolution, ScalingConfig, Stability, StageInstance, Step, Themis, ThemisAction, ThemisConfig,
-    ThemisInput, ThreadProfile, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
+    exact, greedy, hold_periods, model_period, releasable_view, resolve, worker_period, ActionKind,
+    ClaimedRoom, FamilyState, InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput,
+    PlannedLoad, Resolution, ScalingConfig, Stability, StageInstance, Step, Themis, ThemisAction,
+    ThemisConfig, ThemisInput, ThreadProfile, VerticalConfig, WorkerConfig, WorkerPeriod,
+    WorkerView,
 };
 use infaas_scheduler::forecast::{AutoForecaster, ForecastModel};
 use infaas_scheduler::select::select_with;
@@ -29,6 +30,7 @@ use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, Variant
 
 use crate::engine::{Change, Fleet, Policy, Route, Window, WorkerChange, World, TENANT};
 use crate::trace::Arrival;
+use crate::trace::Trace;
 
 /// The names [`by_name`] knows and the what-if API offers.
 pub const NAMES: [&str; 4] = ["static_peak", "horizontal", "infaas_greedy", "infaas_exact"];
@@ -69,6 +71,33 @@ fn fixed_variant(s: &Snapshot, app: &str, slo_ms: Option<f64>) -> Option<usize> 
                 .copied()
                 .min_by(|&a, &b| v[a].latency_ms(1).total_cmp(&v[b].latency_ms(1)))
         })
+}
+
+/// Per application of `trace`: the accuracy of the variant the fixed-variant baselines
+/// (`static_peak`, `horizontal`, `themis`) serve it with ([`fixed_variant`] at the tightest
+/// SLO of its queries), so that the platform's policy can be compared with them at equal
+/// accuracy (every query asking for at least that much). `None` for an application without
+/// variants.
+pub fn baseline_accuracy(trace: &Trace, variants: &[VariantEntry]) -> Vec<Option<f64>> {
+    let mut b = Snapshot::builder();
+    for v in variants {
+        if b.add_variant(TENANT, v.clone()).is_err() {
+            return vec![None; trace.apps.len()];
+        }
+    }
+    let s = b.build();
+    let mut slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
+    for a in &trace.arrivals {
+        if let (Some(q), Some(t)) = (a.slo_ms, slo.get_mut(a.app)) {
+            *t = Some(t.map_or(q, |x| x.min(q)));
+        }
+    }
+    trace
+        .apps
+        .iter()
+        .zip(slo)
+        .map(|(app, slo)| fixed_variant(&s, app, slo).map(|vi| s.variants()[vi].accuracy))
+        .collect()
 }
 
 /// Free cores and memory per worker.
@@ -164,6 +193,13 @@ pub struct Horizontal {
 
 /// Utilisation the replicas are sized for.
 const TARGET_UTILISATION: f64 = 0.7;
+/// Replicas of `v` that serve `rate` queries/s at [`TARGET_UTILISATION`] (at least one).
+fn replicas_for(rate: f64, v: &VariantEntry) -> usize {
+    (rate / (TARGET_UTILISATION * v.peak_qps().max(1e-9)))
+        .ceil()
+        .max(1.0) as usize
+}
+
 /// Time between two scale-ins of one application, ms.
 const SCALE_IN_COOLDOWN_MS: f64 = 30_000.0;
 
@@ -179,7 +215,9 @@ impl Policy for Horizontal {
         let mut free = room(s);
         for (a, app) in world.apps.iter().enumerate() {
             if let Some(vi) = fixed_variant(s, app, app_slo(world, a)) {
-                if let Some(&w) = place(s, &mut free, &s.variants()[vi], 1).first() {
+                let v = &s.variants()[vi];
+                let rate = world.opening_rate.get(a).copied().unwrap_or(0.0);
+                for w in place(s, &mut free, v, replicas_for(rate, v)) {
                     changes.push(Change::Load {
                         variant: vi,
                         worker: w,
@@ -214,9 +252,7 @@ impl Policy for Horizontal {
                 continue;
             }
             let rate = window.app_rate.get(a).copied().unwrap_or(0.0);
-            let want = (rate / (TARGET_UTILISATION * v.peak_qps().max(1e-9)))
-                .ceil()
-                .max(1.0) as usize;
+            let want = replicas_for(rate, v);
             if want > live.len() {
                 for w in place(s, &mut free, v, want - live.len()) {
                     changes.push(Change::Load {
@@ -424,9 +460,14 @@ impl Policy for ThemisPolicy {
         let mut room = room(s);
         let mut taken = Vec::new();
         let mut changes = Vec::new();
-        for app in &self.apps {
+        // As `horizontal`: replicas for the trace's opening rate.
+        for (a, app) in self.apps.iter().enumerate() {
             let Some(vi) = app.variant else { continue };
-            if let Some(w) = place_spread(s, &mut room, &taken, vi) {
+            let rate = world.opening_rate.get(a).copied().unwrap_or(0.0);
+            for _ in 0..replicas_for(rate, &s.variants()[vi]) {
+                let Some(w) = place_spread(s, &mut room, &taken, vi) else {
+                    break;
+                };
                 taken.push((vi, w));
                 changes.push(Change::Load {
                     variant: vi,
@@ -636,6 +677,20 @@ impl Infaas {
     }
 }
 
+impl Infaas {
+    fn period_config(&self) -> PeriodConfig {
+        PeriodConfig {
+            scaling: self.scaling,
+            vertical_enabled: self.vertical,
+            vertical: VerticalConfig {
+                headroom: self.scaling.slack,
+                ..VerticalConfig::default()
+            },
+            migration: MigrationConfig::default(),
+        }
+    }
+}
+
 /// Seconds ahead the platform forecasts each family's load (Themis: ten).
 const INFAAS_FORECAST_HORIZON_S: f64 = 10.0;
 
@@ -672,6 +727,80 @@ impl Policy for Infaas {
             "infaas_greedy"
         }
         .into()
+    }
+
+    /// What the platform holds after serving the trace's opening traffic: per application,
+    /// the model selection loads for its first query (its SLO, no minimum accuracy), and the
+    /// instances the model period plans for that model at the application's opening rate
+    /// ([`World::opening_rate`]), loaded before the trace starts.
+    fn provision(&mut self, world: &World) -> Vec<Change> {
+        let s = world.snapshot;
+        let mut opening: Vec<(String, f64, Option<f64>)> = Vec::new();
+        for (a, app) in world.apps.iter().enumerate() {
+            let slo = app_slo(world, a);
+            let query = Query {
+                tenant: TENANT,
+                target: Target::App(app),
+                latency_slo_ms: slo,
+                min_accuracy: None,
+                max_cost: None,
+                rows: 1,
+            };
+            let Decision::Load { variant, .. } = select_with(s, &query, world.prices, false) else {
+                continue;
+            };
+            let model = &s.variants()[variant].model;
+            let rate = world.opening_rate.get(a).copied().unwrap_or(0.0);
+            match opening.iter_mut().find(|(m, _, _)| m == model) {
+                Some((_, r, o)) => {
+                    *r += rate;
+                    *o = match (*o, slo) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (x, y) => x.or(y),
+                    };
+                }
+                None => opening.push((model.clone(), rate, slo)),
+            }
+        }
+        let states: Vec<FamilyState> = opening
+            .iter()
+            .map(|(model, rate, slo)| FamilyState {
+                tenant: TENANT,
+                model,
+                instances: Vec::new(),
+                load_qps: rate.max(f64::MIN_POSITIVE),
+                stable_periods: 0,
+                forecast_max_qps: None,
+                slo_ms: *slo,
+                min_accuracy: None,
+                busy: false,
+            })
+            .collect();
+        let period = model_period(
+            &PeriodInput {
+                snapshot: s,
+                families: &states,
+                threads: &[],
+                ages_ms: &[],
+                releasable: world.provisioned,
+                interfered_periods: self.interfered.periods(),
+                prices: *world.prices,
+                config: self.period_config(),
+            },
+            if self.exact { exact } else { greedy },
+        );
+        period
+            .actions
+            .iter()
+            .filter_map(|(_, a)| match a.kind {
+                ActionKind::Replicate { variant, worker } => Some(Change::Load {
+                    variant,
+                    worker,
+                    warm: true,
+                }),
+                _ => None,
+            })
+            .collect()
     }
 
     fn route(&mut self, world: &World, q: &Arrival) -> Route {
@@ -726,6 +855,7 @@ impl Policy for Infaas {
             .retain(|m, _| families.iter().any(|(f, _)| f == m));
         // The controller forecasts the next ten seconds of each family's arrivals.
         let horizon = ThemisPolicy::windows(INFAAS_FORECAST_HORIZON_S, window.seconds);
+        let hold = hold_periods(self.scaling.peak_hold_ms, window.seconds * 1e3);
         self.interfered.observe_snapshot(s);
         let states: Vec<FamilyState> = families
             .into_iter()
@@ -735,7 +865,7 @@ impl Policy for Infaas {
                     .loads
                     .entry(model.to_string())
                     .or_default()
-                    .observe(d.rows_per_s);
+                    .observe(d.rows_per_s, hold);
                 let stable_periods = self
                     .stability
                     .entry(model.to_string())
@@ -762,15 +892,7 @@ impl Policy for Infaas {
         if states.is_empty() {
             return Vec::new();
         }
-        let config = PeriodConfig {
-            scaling: self.scaling,
-            vertical_enabled: self.vertical,
-            vertical: VerticalConfig {
-                headroom: self.scaling.slack,
-                ..VerticalConfig::default()
-            },
-            migration: MigrationConfig::default(),
-        };
+        let config = self.period_config();
         let period = model_period(
             &PeriodInput {
                 snapshot: s,
@@ -972,6 +1094,34 @@ mod tests {
             platform.summary
         );
         assert!(fixed.summary.slo_attainment > 0.99, "{:?}", fixed.summary);
+    }
+
+    #[test]
+    fn the_platform_starts_provisioned_for_the_opening_rate_and_counts_its_misses_by_cause() {
+        let t = trace("poisson:rate=50,duration=30,app=m,slo=200");
+        let r = run("infaas_greedy", &t);
+        // Loaded before the first query: nothing waits for a load in the first second.
+        assert!(
+            r.actions_by_kind.get("provision").copied().unwrap_or(0) >= 1,
+            "{:?}",
+            r.actions_by_kind
+        );
+        assert!(
+            !r.actions_by_kind.contains_key("load-on-demand"),
+            "{:?}",
+            r.actions_by_kind
+        );
+        assert_eq!(r.series[0].slo_attainment, Some(1.0), "{:?}", r.series[0]);
+        // Every miss has one cause.
+        let late = r.summary.queries
+            - r.summary.dropped
+            - (r.summary.slo_attainment * r.summary.queries as f64).round() as u64;
+        assert_eq!(
+            r.misses_by_cause.values().sum::<u64>(),
+            late,
+            "{:?}",
+            r.misses_by_cause
+        );
     }
 
     /// Before a query that cannot wait for a load was served meanwhile by a busy instance

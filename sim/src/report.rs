@@ -159,6 +159,10 @@ pub struct PolicyReport {
     /// `remove-replica`, `add-threads`, `remove-threads`, `rebalance`, `migrate`, `load-on-demand`,
     /// `add-worker`, `remove-worker`, `provision`, ...).
     pub actions_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Online queries that missed their SLO, by cause: `waited-for-load` (arrived before their
+    /// instance was ready), `slow-batch` (their batch alone ran longer than the SLO), `queued`
+    /// (waited behind other batches of a ready instance). Dropped queries are not counted here.
+    pub misses_by_cause: std::collections::BTreeMap<String, u64>,
     /// The workload's offline jobs.
     pub jobs: Vec<JobReport>,
     pub apps: Vec<AppSummary>,
@@ -235,6 +239,7 @@ pub fn report(policy: &str, seconds: &[Second], wall_s: f64) -> PolicyReport {
             },
         },
         actions_by_kind: Default::default(),
+        misses_by_cause: Default::default(),
         jobs: Vec::new(),
         apps: Vec::new(),
         series,

@@ -138,9 +138,12 @@ impl Book {
     }
 
     /// Folds one period's arrival rate into a family's load and returns the load to plan
-    /// for ([`PlannedLoad`]).
-    pub fn family_load(&mut self, family: &FamilyKey, rate: f64) -> f64 {
-        self.loads.entry(family.clone()).or_default().observe(rate)
+    /// for ([`PlannedLoad`], holding the peak of the last `hold_periods` periods).
+    pub fn family_load(&mut self, family: &FamilyKey, rate: f64, hold_periods: usize) -> f64 {
+        self.loads
+            .entry(family.clone())
+            .or_default()
+            .observe(rate, hold_periods)
     }
 
     /// Forgets the loads of families not in `live`.
@@ -323,12 +326,12 @@ mod tests {
     fn load_rises_at_once_and_falls_slowly() {
         let mut b = Book::default();
         let f = family();
-        assert_eq!(b.family_load(&f, 1000.0), 1000.0);
+        assert_eq!(b.family_load(&f, 1000.0, 1), 1000.0);
         // Smoothed: the drop shows gradually.
-        assert_eq!(b.family_load(&f, 50.0), 525.0);
+        assert_eq!(b.family_load(&f, 50.0, 1), 525.0);
         b.retain_families(&BTreeSet::new());
         assert_eq!(
-            b.family_load(&f, 10.0),
+            b.family_load(&f, 10.0, 1),
             10.0,
             "forgotten families start afresh"
         );

@@ -38,10 +38,10 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, greedy, model_period, plan_demands, releasable_view, resolve, worker_period, Action,
-    ActionKind, ActionPlan, ClaimedRoom, Demand, FamilyState, MigrationConfig, PeriodConfig,
-    PeriodInput, Resolution, Stability, Step, VerticalConfig, WorkerConfig, WorkerPeriod,
-    WorkerView,
+    self, greedy, hold_periods, model_period, plan_demands, releasable_view, resolve,
+    worker_period, Action, ActionKind, ActionPlan, ClaimedRoom, Demand, FamilyState,
+    MigrationConfig, PeriodConfig, PeriodInput, Resolution, Stability, Step, VerticalConfig,
+    WorkerConfig, WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
@@ -399,13 +399,17 @@ impl Autoscaler {
             self.forecasts
                 .observe(&family.0, &family.1, period_no, rows as f64 / elapsed);
         }
+        let hold = hold_periods(
+            self.cfg.scaling().peak_hold_ms,
+            self.cfg.model_interval_ms as f64,
+        );
         let states: Vec<FamilyState> = {
             let mut stability = lock(&self.stability);
             stability.retain(|f, _| families.contains_key(f));
             keys.iter()
                 .map(|&family| {
                     let a = wanted.get(family).copied().unwrap_or_default();
-                    let load = book.family_load(family, a.rows as f64 / elapsed);
+                    let load = book.family_load(family, a.rows as f64 / elapsed, hold);
                     let stable = stability
                         .entry(family.clone())
                         .or_insert_with(|| Stability::new(0.1))

@@ -343,6 +343,9 @@ async fn a_load_ramp_scales_up_out_and_back_down() {
         // (every 5 s) can make it first, to a larger batch of the same price (seen in CI with
         // 3 s), and the mid phase then needs no upgrade. The surge test keeps the default.
         scale_in_hold_secs: 0.0,
+        // No peak hold either: each phase's rate is planned for as soon as it runs (the
+        // surge test runs the loop with a hold).
+        peak_hold_secs: 0.0,
         vertical: false,
         worker_provider: WorkerProviderKind::Process,
         worker_utilisation: 0.95,
@@ -954,7 +957,8 @@ async fn placements(p: &Platform, t: &Tenant) -> Vec<(String, String, u64, Strin
 /// instance first gets it more intra-op threads (`add-threads`), then, with the surge held and
 /// the forecast of the next ten seconds saying it stays, base-thread instances take over and
 /// the threads are given back (`rebalance`), and after the load falls the configuration
-/// returns to one base-thread instance (`remove-replica`). The application's forecast shows
+/// returns to one base-thread instance (`remove-replica`), no sooner than the peak hold
+/// (`autoscale.peak_hold_secs`) lets the surge's rate go. The application's forecast shows
 /// the surge.
 ///
 /// Workers: the model's instance runs on a worker process of 2 cores whose memory holds only
@@ -964,6 +968,7 @@ async fn placements(p: &Platform, t: &Tenant) -> Vec<(String, String, u64, Strin
 /// Overloaded instance, which is not what this test is about).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back() {
+    const PEAK_HOLD_S: f64 = 15.0;
     let Some(ort) = ort_library() else { return };
     const HEAVY: &str = "digits-mlp-heavy";
     let b = Backends::embedded();
@@ -989,6 +994,8 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
         vertical_parallel_fraction: 0.67,
         // Only the forecast settles the load (Themis §5.1.3), never a count of calm periods.
         stable_periods: 1000,
+        // The surge's rate is planned for until the calm has lasted this long.
+        peak_hold_secs: PEAK_HOLD_S,
         worker_provider: WorkerProviderKind::None,
         interference_factor: 1000.0,
         ..AutoscaleConfig::default()
@@ -1137,8 +1144,17 @@ async fn a_surge_gets_threads_first_then_base_thread_replicas_then_scales_back()
         join_when_relieved
     );
     let held = placements(&p, &t).await;
-    // The load falls: back to one instance at base threads.
-    let list = ramp.phase(calm, s(1), s(60), &["remove-replica"]).await;
+    // The load falls: back to one instance at base threads, once the surge's rate has left
+    // the peak hold (a period's alignment early at most).
+    let calm_began = Instant::now();
+    let list = ramp
+        .phase(calm, s(1), s(60 + PEAK_HOLD_S as u64), &["remove-replica"])
+        .await;
+    let calm_took = calm_began.elapsed();
+    assert!(
+        calm_took.as_secs_f64() >= PEAK_HOLD_S - 1.0,
+        "scaled in {calm_took:?} into the calm, within the peak hold of {PEAK_HOLD_S} s"
+    );
     let end = placements(&p, &t).await;
     monitor.abort();
     for e in &list {

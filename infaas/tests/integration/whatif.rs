@@ -361,7 +361,8 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         assert!(s["mean_accuracy"].as_f64().unwrap() > 0.5, "{s}");
     }
     // Peak provisioning holds the peak's capacity throughout: it misses (almost) nothing, and
-    // the platform's autoscaler serves the same trace for less.
+    // the platform's autoscaler serves the same trace for no more (both start with what the
+    // trace's opening rate needs: on this light trace one instance, which is also its peak).
     let summary = |policy: &str| {
         results
             .iter()
@@ -375,7 +376,7 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         "static_peak: {peak}"
     );
     assert!(
-        greedy["cost_usd"].as_f64().unwrap() < peak["cost_usd"].as_f64().unwrap(),
+        greedy["cost_usd"].as_f64().unwrap() <= peak["cost_usd"].as_f64().unwrap() * (1.0 + 1e-9),
         "infaas_greedy {greedy} against static_peak {peak}"
     );
     // The plot: one line per policy in each of the three charts.

@@ -80,7 +80,7 @@ use serde::{Deserialize, Serialize};
 use crate::snapshot::{Prices, VariantEntry};
 
 pub use ilp::{exact, exact_with, gap, Gap};
-pub use load::{Arrivals, PlannedLoad};
+pub use load::{hold_periods, Arrivals, PlannedLoad};
 pub use migration::{interfered_periods_after, migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use period::{
@@ -113,6 +113,15 @@ pub struct ScalingConfig {
     /// back on a dip of the measured load while instances change. Scaling up is not held.
     #[serde(default = "default_scale_in_hold_ms")]
     pub scale_in_hold_ms: f64,
+    /// Peak hold, in ms: a family plans for the highest rate of its periods within this long
+    /// ([`PlannedLoad`]), so that capacity a burst needed is kept until the pattern has
+    /// stayed calm this long. 0: the period's rate and its smoothed mean only.
+    #[serde(default = "default_peak_hold_ms")]
+    pub peak_hold_ms: f64,
+}
+
+fn default_peak_hold_ms() -> f64 {
+    ScalingConfig::default().peak_hold_ms
 }
 
 fn default_scale_in_hold_ms() -> f64 {
@@ -189,6 +198,7 @@ impl Default for ScalingConfig {
             scale_down: 1.5,
             lambda_per_s: 0.1,
             scale_in_hold_ms: 10_000.0,
+            peak_hold_ms: 60_000.0,
         }
     }
 }

@@ -136,10 +136,13 @@ fn scale_up(
         });
         // Upgrade the removable instances of a slower running variant to j.
         for &i in &fam.variants {
-            if p.peak[i] >= p.peak[j] || p.removable[i] == 0 {
+            if p.peak[i] >= p.peak[j] {
                 continue;
             }
-            let removals = p.removable_of(i);
+            let removals = p.replaceable_of(i);
+            if removals.is_empty() {
+                continue;
+            }
             let need = demand - (capacity - removals.len() as f64 * p.peak[i]);
             let n = count_for(need, p.peak[j]);
             let mut r = room.clone();

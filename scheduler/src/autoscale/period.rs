@@ -327,10 +327,15 @@ fn short_demands(
     if plan.score.unserved_qps <= 0.0 {
         return Vec::new();
     }
-    let peak = |v: usize| s.variants().get(v).map_or(0.0, |v| v.peak_qps());
     let inst_variant = |i: usize| s.instances().get(i).map(|i| i.variant);
     let mut out = Vec::new();
     for (di, d) in demands.iter().enumerate() {
+        // Capacity under the demand's SLO, as the planner counts it.
+        let peak = |v: usize| {
+            s.variants()
+                .get(v)
+                .map_or(0.0, |v| v.peak_qps_within(d.slo_ms))
+        };
         let variants = s.model_variants(&d.tenant, &d.model);
         let mut capacity: f64 = variants
             .iter()

@@ -5,7 +5,9 @@ use std::fmt::Write;
 
 use crate::autoscale::{Action, ActionKind, ScalingConfig, ScalingError};
 use crate::instance_state::InstanceState;
-use crate::snapshot::{Prices, Snapshot, VariantEntry, WorkerEntry};
+use crate::snapshot::{
+    has_cpu_only_worker, keeps_gpu_host, Prices, Snapshot, VariantEntry, WorkerEntry,
+};
 
 /// One model architecture of an application: the variants that serve its load and the
 /// requirements a newly loaded variant must meet.
@@ -219,7 +221,13 @@ impl<'i, 'a> Prepared<'i, 'a> {
                 }
             }
         }
-        let peak: Vec<f64> = input.variants.iter().map(VariantEntry::peak_qps).collect();
+        // A variant's capacity under its family's SLO: the batches selection lets it run.
+        let peak: Vec<f64> = input
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(j, v)| v.peak_qps_within(family_of[j].and_then(|f| input.families[f].slo_ms)))
+            .collect();
         let rate: Vec<f64> = input
             .variants
             .iter()
@@ -378,6 +386,17 @@ impl<'i, 'a> Prepared<'i, 'a> {
         if self.family_of[j].is_some_and(|f| self.overloaded[f]) {
             return Vec::new();
         }
+        self.replaceable_of(j)
+    }
+
+    /// Running instances of `j` that an upgrade may replace, in [`Self::removable_of`]'s
+    /// order: those in their state for their variant's load time (and the scale-in hold
+    /// unless the family is short), whatever state the family's instances are in. An upgrade
+    /// loads the faster instances before it unloads these, so a family that is short because
+    /// its instances are Overloaded still trades them for faster ones (a family that has
+    /// grown replica by replica on a slow variant moves to a faster one that costs less for
+    /// its whole load).
+    pub fn replaceable_of(&self, j: usize) -> Vec<usize> {
         let mut list: Vec<usize> = self.running[j]
             .iter()
             .copied()
@@ -439,6 +458,8 @@ pub(crate) type Loads = Vec<(usize, usize)>;
 pub(crate) struct Room {
     cores: Vec<usize>,
     memory: Vec<u64>,
+    /// The cluster has a live worker without a GPU ([`keeps_gpu_host`]).
+    cpu_only_worker: bool,
 }
 
 impl Room {
@@ -446,6 +467,7 @@ impl Room {
         Room {
             cores: workers.iter().map(WorkerEntry::free_cores).collect(),
             memory: workers.iter().map(WorkerEntry::free_memory).collect(),
+            cpu_only_worker: has_cpu_only_worker(workers),
         }
     }
 
@@ -462,6 +484,7 @@ impl Room {
         let worker = &workers[w];
         worker.alive
             && worker.hardware.contains(&v.hardware)
+            && !keeps_gpu_host(worker, v, self.cpu_only_worker)
             && self.cores[w] >= v.threads
             && self.memory[w] >= v.memory_bytes
     }

@@ -1004,7 +1004,7 @@ fn input_from_snapshot_collects_families_and_live_instances() {
         tenant: "acme",
         model: "m",
         load_qps: None,
-        slo_ms: Some(100.0),
+        slo_ms: Some(200.0),
         min_accuracy: None,
     }];
     let i = ScalingInput::from_snapshot(&s, &demands, |_| 5.0, PRICES, ScalingConfig::default());
@@ -1015,8 +1015,56 @@ fn input_from_snapshot_collects_families_and_live_instances() {
     assert_eq!(i.running.len(), 1);
     assert_eq!(i.running[0].instance, i0);
     assert_eq!(i.running[0].state_age_ms, 5.0);
-    // 40 rows/s on 100 rows/s of capacity: headroom 2.5, but i0 is too young to remove.
+    // 40 rows/s on 100 rows/s of capacity (full batches of 8 take a p99 of 96 ms: a query
+    // that waits out one under way still meets 200 ms): headroom 2.5, but i0 is too young to
+    // remove.
     assert!(greedy(&i).unwrap().actions.is_empty());
+}
+
+#[test]
+fn a_variant_counts_only_the_batches_its_slo_leaves_room_for() {
+    // Full batches of 8: mean 80 ms, p99 96 ms (100 rows/s); one row: mean 20 ms, p99 24 ms.
+    let v = var("a", HardwareKind::Cpu, 1, 100.0);
+    assert_eq!(v.peak_qps_within(None), 100.0);
+    assert_eq!(v.peak_qps_within(Some(200.0)), 100.0);
+    // Under 100 ms a query cannot wait out a full batch and run in the next (2 x 96 ms): the
+    // instance serves the batches that fit, here single rows (50 rows/s).
+    assert_eq!(v.peak_qps_within(Some(100.0)), 50.0);
+    // Under 40 ms not even one row can wait for another (2 x 24 ms): one at a time, as idle.
+    assert_eq!(v.peak_qps_within(Some(40.0)), 50.0);
+    // The planner counts that capacity: 40 rows/s under 100 ms on one instance is short.
+    let mut b = Snapshot::builder();
+    let a = b.add_variant("acme", v).unwrap();
+    let w = b.add_worker(cpu_worker("w0", 8)).unwrap();
+    b.add_instance(InstanceEntry {
+        id: "i0".to_owned(),
+        variant: a,
+        worker: w,
+        state: InstanceState::Active,
+        queue_len: 0,
+        qps: 40.0,
+    })
+    .unwrap();
+    let s = b.build();
+    let demand = |slo: f64| {
+        [FamilyDemand {
+            tenant: "acme",
+            model: "m",
+            load_qps: None,
+            slo_ms: Some(slo),
+            min_accuracy: None,
+        }]
+    };
+    let scale = |slo: f64| {
+        let d = demand(slo);
+        let i = ScalingInput::from_snapshot(&s, &d, |_| 1e9, PRICES, ScalingConfig::default());
+        greedy(&i).unwrap().actions.len()
+    };
+    assert_eq!(scale(200.0), 0, "100 rows/s of capacity for 40");
+    assert!(
+        scale(100.0) > 0,
+        "50 rows/s under 100 ms, short of 40 x its headroom"
+    );
 }
 
 #[test]
