@@ -570,6 +570,17 @@ struct Engine<'t> {
     started: bool,
 }
 
+/// Per application of `trace`: the tightest SLO of its queries, ms.
+pub(crate) fn tightest_slos(trace: &Trace) -> Vec<Option<f64>> {
+    let mut slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
+    for a in &trace.arrivals {
+        if let (Some(q), Some(t)) = (a.slo_ms, slo.get_mut(a.app)) {
+            *t = Some(t.map_or(q, |x| x.min(q)));
+        }
+    }
+    slo
+}
+
 fn second(ms: f64) -> usize {
     (ms.max(0.0) / 1e3) as usize
 }
@@ -616,13 +627,7 @@ impl<'t> Engine<'t> {
         {
             opening_rate[a.app] += 1.0 / OPENING_S;
         }
-        let mut app_slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
-        for a in &trace.arrivals {
-            if let Some(slo) = a.slo_ms {
-                let s = &mut app_slo[a.app];
-                *s = Some(s.map_or(slo, |x| x.min(slo)));
-            }
-        }
+        let app_slo = tightest_slos(trace);
         let snapshot = b.build();
         let workers = snapshot.workers().len();
         let mut models: Vec<String> = Vec::new();

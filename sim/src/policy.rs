@@ -28,7 +28,9 @@ use infaas_scheduler::forecast::{AutoForecaster, ForecastModel};
 use infaas_scheduler::select::select_with;
 use infaas_scheduler::{Decision, InstanceState, Query, Snapshot, Target, VariantEntry};
 
-use crate::engine::{Change, Fleet, Policy, Route, Window, WorkerChange, World, TENANT};
+use crate::engine::{
+    tightest_slos, Change, Fleet, Policy, Route, Window, WorkerChange, World, TENANT,
+};
 use crate::trace::Arrival;
 use crate::trace::Trace;
 
@@ -86,16 +88,10 @@ pub fn baseline_accuracy(trace: &Trace, variants: &[VariantEntry]) -> Vec<Option
         }
     }
     let s = b.build();
-    let mut slo: Vec<Option<f64>> = vec![None; trace.apps.len()];
-    for a in &trace.arrivals {
-        if let (Some(q), Some(t)) = (a.slo_ms, slo.get_mut(a.app)) {
-            *t = Some(t.map_or(q, |x| x.min(q)));
-        }
-    }
     trace
         .apps
         .iter()
-        .zip(slo)
+        .zip(tightest_slos(trace))
         .map(|(app, slo)| fixed_variant(&s, app, slo).map(|vi| s.variants()[vi].accuracy))
         .collect()
 }
