@@ -204,72 +204,85 @@ async fn concurrent_callers_are_batched_and_get_their_own_rows() {
 /// batcher learns that rows are worth gathering; under closed-loop load a partial batch then
 /// waits one scheduling round for the callers just answered, and the same load runs in fewer,
 /// fuller batches than with gathering off. Every caller still gets its own rows.
+///
+/// Run counts depend on how the callers interleave, and the test suite runs other tests beside
+/// this one on two cores. So each round measures both settings back to back, under the same
+/// outside load, and the test passes when one of up to three rounds shows the cut. With
+/// gathering broken the two settings run within a few runs of each other in every round.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_models_under_load_gather_rows_into_fewer_runs() {
     if !runtime_ready() {
         return;
     }
+    const ROUNDS: usize = 3;
+    let x = digits();
+    let mut rounds = Vec::new();
+    for _ in 0..ROUNDS {
+        let plain = closed_loop_runs(&x, false).await;
+        let gathered = closed_loop_runs(&x, true).await;
+        rounds.push((plain, gathered));
+        // Measured here: about 305 runs without gathering (within a few runs), 170-280 with
+        // it, as the callers fall into one or two cohorts.
+        if (gathered as f64) < 0.95 * plain as f64 {
+            return;
+        }
+    }
+    panic!("gathering should cut the runs below 0.95x in some round; (plain, gathered) runs: {rounds:?}");
+}
+
+/// Runs of a fresh `digits-mlp-l` instance (max batch 32) while 16 closed-loop callers send 150
+/// one-row calls each, after teaching it the model's costs; checks every caller's answers.
+async fn closed_loop_runs(x: &Tensor, gather_rows: bool) -> u64 {
     const CALLERS: usize = 16;
     const CALLS: usize = 150;
-    let x = digits();
-    let mut runs_by_setting = Vec::new();
-    for gather_rows in [false, true] {
-        let engine = load(&zoo().join("digits-mlp-l.onnx"));
-        let mut solo = Vec::new();
-        for row in 0..CALLERS {
-            solo.push(label(&engine.run(rows(&x, row, 1)).await.unwrap())[0]);
-        }
-        let instance = Instance::start(
-            engine,
-            BatcherConfig {
-                max_batch: 32,
-                gather_rows,
-                ..BatcherConfig::default()
-            },
-        );
-        // Teach it the model's costs: batches of 2 rows, then of 8.
-        for n in [2, 8] {
-            for row in 0..30 {
-                instance.infer(rows(&x, row, n)).await.unwrap();
-            }
-        }
-        assert!(
-            instance.figures().gathering,
-            "an MLP's fixed cost per run should outweigh its rows: {:?}",
-            instance.figures()
-        );
-        let before: u64 = instance
-            .figures()
-            .batch_histogram
-            .iter()
-            .map(|&(_, n)| n)
-            .sum();
-        let callers = (0..CALLERS).map(|caller| {
-            let instance = instance.clone();
-            let x = x.clone();
-            let want = solo[caller];
-            tokio::spawn(async move {
-                for _ in 0..CALLS {
-                    let out = instance.infer(rows(&x, caller, 1)).await.unwrap();
-                    assert_eq!(label(&out), [want], "caller {caller}");
-                }
-            })
-        });
-        for caller in join_all(callers).await {
-            caller.unwrap();
-        }
-        let f = instance.figures();
-        let runs = f.batch_histogram.iter().map(|&(_, n)| n).sum::<u64>() - before;
-        eprintln!("gather_rows {gather_rows}: {runs} runs; {f:?}");
-        runs_by_setting.push(runs);
+    let engine = load(&zoo().join("digits-mlp-l.onnx"));
+    let mut solo = Vec::new();
+    for row in 0..CALLERS {
+        solo.push(label(&engine.run(rows(x, row, 1)).await.unwrap())[0]);
     }
-    let (plain, gathered) = (runs_by_setting[0], runs_by_setting[1]);
-    // Measured here: about 305 runs without gathering (within a few runs), 170-280 with it,
-    // as the callers fall into one or two cohorts.
-    assert!(
-        (gathered as f64) < 0.95 * plain as f64,
-        "gathering should cut the runs: {gathered} runs against {plain} without"
+    let instance = Instance::start(
+        engine,
+        BatcherConfig {
+            max_batch: 32,
+            gather_rows,
+            ..BatcherConfig::default()
+        },
     );
+    // Teach it the model's costs: batches of 2 rows, then of 8.
+    for n in [2, 8] {
+        for row in 0..30 {
+            instance.infer(rows(x, row, n)).await.unwrap();
+        }
+    }
+    assert!(
+        instance.figures().gathering,
+        "an MLP's fixed cost per run should outweigh its rows: {:?}",
+        instance.figures()
+    );
+    let before: u64 = instance
+        .figures()
+        .batch_histogram
+        .iter()
+        .map(|&(_, n)| n)
+        .sum();
+    let callers = (0..CALLERS).map(|caller| {
+        let instance = instance.clone();
+        let x = x.clone();
+        let want = solo[caller];
+        tokio::spawn(async move {
+            for _ in 0..CALLS {
+                let out = instance.infer(rows(&x, caller, 1)).await.unwrap();
+                assert_eq!(label(&out), [want], "caller {caller}");
+            }
+        })
+    });
+    for caller in join_all(callers).await {
+        caller.unwrap();
+    }
+    let f = instance.figures();
+    let runs = f.batch_histogram.iter().map(|&(_, n)| n).sum::<u64>() - before;
+    eprintln!("gather_rows {gather_rows}: {runs} runs; {f:?}");
+    runs
 }
 
 /// Under load, batches of a model whose runs are short run on the batcher's own thread
