@@ -317,6 +317,35 @@ impl AutoscaleConfig {
         }
     }
 
+    /// The model loop's settings: these thresholds, vertical scaling and migration as
+    /// configured, the model interval as its period, forecasts on. The simulator's platform
+    /// policy runs the same loop with [`PeriodConfig::platform`] of the same scaling settings,
+    /// which these defaults equal.
+    ///
+    /// [`PeriodConfig::platform`]: infaas_scheduler::autoscale::PeriodConfig::platform
+    pub fn loop_config(&self) -> infaas_scheduler::autoscale::LoopConfig {
+        use infaas_scheduler::autoscale::{
+            LoopConfig, MigrationConfig, PeriodConfig, VerticalConfig,
+        };
+        LoopConfig {
+            period: PeriodConfig {
+                scaling: self.scaling(),
+                vertical_enabled: self.vertical,
+                vertical: VerticalConfig {
+                    max_threads: self.vertical_max_threads,
+                    parallel_fraction: self.vertical_parallel_fraction,
+                    headroom: self.slack,
+                    stable_periods: self.stable_periods,
+                },
+                migration: MigrationConfig {
+                    periods: self.migration_periods,
+                },
+            },
+            period_ms: self.model_interval_ms as f64,
+            forecast: true,
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(format!("autoscale: {m}")));
         if self.model_interval_ms < 10 || self.worker_interval_ms < 10 {

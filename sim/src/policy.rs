@@ -9,20 +9,19 @@
 //! | `infaas_exact` | [`select`](infaas_scheduler::select::select) | [`exact`] (the ILP) over the window's demand |
 //! | `themis` ([`EXTRA`]) | least expected wait | one fixed variant (as `horizontal`'s); [`Themis`]' transition policy on a forecast of each application's rate: threads first on a surge, replicas once the forecast says it stays, back to base threads, scale-in after a calm spell ([`ThemisPolicy`]) |
 //!
-//! `infaas_*` run the controller's model period as it is ([`model_period`]), fed the way the
-//! controller feeds it: each family's [`PlannedLoad`] and [`Stability`], instance ages and
-//! threads, Interfered periods, and which families have a change under way.
+//! `infaas_*` run the controller's model loop as it is ([`ModelLoop`]: each family's planned
+//! load, stability and forecast, Interfered periods, then [`model_period`]), fed what the
+//! controller feeds it: each family's arrivals, instance ages and threads, and which families
+//! have a change under way.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
 
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{
-    exact, greedy, hold_periods, model_period, releasable_view, resolve, worker_period, ActionKind,
-    ClaimedRoom, FamilyState, InterferenceCounter, MigrationConfig, PeriodConfig, PeriodInput,
-    PlannedLoad, Resolution, ScalingConfig, Stability, StageInstance, Step, Themis, ThemisAction,
-    ThemisConfig, ThemisInput, ThreadProfile, VerticalConfig, WorkerConfig, WorkerPeriod,
-    WorkerView,
+    exact, greedy, model_period, releasable_view, resolve, worker_period, ActionKind, ClaimedRoom,
+    FamilyState, LiveFamily, LoopConfig, LoopInput, ModelLoop, PeriodConfig, PeriodInput,
+    PeriodPlan, Resolution, ScalingConfig, StageInstance, Step, Themis, ThemisAction, ThemisConfig,
+    ThemisInput, ThreadProfile, VerticalConfig, WorkerConfig, WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::forecast::{AutoForecaster, ForecastModel};
 use infaas_scheduler::select::select_with;
@@ -634,10 +633,11 @@ impl Policy for ThemisPolicy {
     }
 }
 
-/// The platform's policies: [`select`](infaas_scheduler::select::select) for every query, and once per window the controller's
-/// model period ([`model_period`]: vertical first, then the horizontal plan, then
-/// migration) on each family's [`PlannedLoad`] and [`Stability`], its actions resolved into
-/// steps ([`resolve`]) as the controller resolves them.
+/// The platform's policies: [`select`](infaas_scheduler::select::select) for every query, and
+/// once per window the controller's model loop ([`ModelLoop`]: each family's planned load,
+/// stability and forecast, Interfered periods, then [`model_period`]: vertical first, then the
+/// horizontal plan, then migration), its actions resolved into steps ([`resolve`]) as the
+/// controller resolves them.
 pub struct Infaas {
     /// The ILP instead of the greedy heuristic.
     pub exact: bool,
@@ -647,11 +647,10 @@ pub struct Infaas {
     /// Whether each family's rate is forecast (as the controller does) to judge when added
     /// threads become base-thread replicas (Themis §5.1.3); false: stable periods only.
     pub forecast: bool,
-    loads: HashMap<String, PlannedLoad>,
-    stability: HashMap<String, Stability>,
-    /// Per family: its forecaster of rows/s per window and the windows it has seen.
-    forecasters: HashMap<String, (AutoForecaster, usize)>,
-    interfered: InterferenceCounter,
+    /// Made at the first window, with the window's length as its period.
+    model_loop: Option<ModelLoop<String>>,
+    /// The last window's plan, with its families' models in the plan's order.
+    last_period: Option<(Vec<String>, PeriodPlan)>,
     /// The last model period found no room for an instance it needs: of this hardware, why
     /// (the worker period takes it, as the controller's book hands it over).
     shortage: Option<(HardwareKind, String)>,
@@ -664,55 +663,29 @@ impl Infaas {
             scaling,
             vertical: true,
             forecast: true,
-            loads: HashMap::new(),
-            stability: HashMap::new(),
-            forecasters: HashMap::new(),
-            interfered: InterferenceCounter::default(),
+            model_loop: None,
+            last_period: None,
             shortage: None,
         }
     }
-}
 
-impl Infaas {
-    fn period_config(&self) -> PeriodConfig {
-        PeriodConfig {
-            scaling: self.scaling,
-            vertical_enabled: self.vertical,
-            vertical: VerticalConfig {
-                headroom: self.scaling.slack,
-                ..VerticalConfig::default()
-            },
-            migration: MigrationConfig::default(),
+    /// The settings of the model loop for windows of `window_s` seconds: the controller's
+    /// defaults ([`PeriodConfig::platform`]) with this policy's scaling and switches.
+    pub fn loop_config(&self, window_s: f64) -> LoopConfig {
+        let mut period = PeriodConfig::platform(self.scaling);
+        period.vertical_enabled = self.vertical;
+        LoopConfig {
+            period,
+            period_ms: window_s * 1e3,
+            forecast: self.forecast,
         }
     }
-}
 
-/// Seconds ahead the platform forecasts each family's load (Themis: ten).
-const INFAAS_FORECAST_HORIZON_S: f64 = 10.0;
-
-/// Feeds `model`'s forecaster one window's `rate` and returns the highest rate it forecasts
-/// over the next `horizon` windows, once it has seen at least `horizon` windows (as the
-/// controller's forecasts).
-fn forecast_family(
-    forecasters: &mut HashMap<String, (AutoForecaster, usize)>,
-    model: &str,
-    rate: f64,
-    horizon: usize,
-) -> Option<f64> {
-    if !forecasters.contains_key(model) {
-        let f = AutoForecaster::new(
-            ForecastModel::Ewma { alpha: 0.5 },
-            horizon,
-            THEMIS_HISTORY.max(4 * horizon),
-            THEMIS_REFIT_EVERY,
-        )
-        .ok()?;
-        forecasters.insert(model.to_string(), (f, 0));
+    /// The model period of the last window: its families' models (the plan's family indices
+    /// are into them) and the plan, before its actions were resolved.
+    pub fn last_period(&self) -> Option<&(Vec<String>, PeriodPlan)> {
+        self.last_period.as_ref()
     }
-    let (f, seen) = forecasters.get_mut(model)?;
-    f.update(rate);
-    *seen += 1;
-    (*seen >= horizon).then(|| f.predict_max(horizon))
 }
 
 impl Policy for Infaas {
@@ -779,9 +752,9 @@ impl Policy for Infaas {
                 threads: &[],
                 ages_ms: &[],
                 releasable: world.provisioned,
-                interfered_periods: self.interfered.periods(),
+                interfered_periods: &[],
                 prices: *world.prices,
-                config: self.period_config(),
+                config: self.loop_config(1.0).period,
             },
             if self.exact { exact } else { greedy },
         );
@@ -843,65 +816,39 @@ impl Policy for Infaas {
             }
         }
         families.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        self.loads
-            .retain(|m, _| families.iter().any(|(f, _)| f == m));
-        self.stability
-            .retain(|m, _| families.iter().any(|(f, _)| f == m));
-        self.forecasters
-            .retain(|m, _| families.iter().any(|(f, _)| f == m));
-        // The controller forecasts the next ten seconds of each family's arrivals.
-        let horizon = ThemisPolicy::windows(INFAAS_FORECAST_HORIZON_S, window.seconds);
-        let hold = hold_periods(self.scaling.peak_hold_ms, window.seconds * 1e3);
-        self.interfered.observe_snapshot(s);
-        let states: Vec<FamilyState> = families
+        let live: Vec<LiveFamily<String>> = families
             .into_iter()
             .map(|(model, instances)| {
                 let d = window.models.get(model).copied().unwrap_or_default();
-                let load = self
-                    .loads
-                    .entry(model.to_string())
-                    .or_default()
-                    .observe(d.rows_per_s, hold);
-                let stable_periods = self
-                    .stability
-                    .entry(model.to_string())
-                    .or_insert_with(|| Stability::new(0.1))
-                    .observe(load);
-                let forecast_max_qps = if self.forecast {
-                    forecast_family(&mut self.forecasters, model, d.rows_per_s, horizon)
-                } else {
-                    None
-                };
-                FamilyState {
+                LiveFamily {
+                    key: model.to_string(),
                     tenant: TENANT,
                     model,
                     instances,
-                    load_qps: load,
-                    stable_periods,
-                    forecast_max_qps,
+                    rows_per_s: d.rows_per_s,
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
                     busy: world.busy.iter().any(|b| b == model),
                 }
             })
             .collect();
-        if states.is_empty() {
-            return Vec::new();
-        }
-        let config = self.period_config();
-        let period = model_period(
-            &PeriodInput {
-                snapshot: s,
-                families: &states,
-                threads: world.threads,
-                ages_ms: world.state_age_ms,
-                releasable: world.provisioned,
-                interfered_periods: self.interfered.periods(),
-                prices: *world.prices,
-                config,
-            },
-            if self.exact { exact } else { greedy },
-        );
+        let config = self.loop_config(window.seconds);
+        let model_loop = self
+            .model_loop
+            .get_or_insert_with(|| ModelLoop::new(config));
+        let period = model_loop
+            .period(
+                &LoopInput {
+                    snapshot: s,
+                    threads: world.threads,
+                    releasable: world.provisioned,
+                    prices: *world.prices,
+                    now_ms: world.now_ms,
+                },
+                &live,
+                if self.exact { exact } else { greedy },
+            )
+            .plan;
         let threads_of = |i: usize| {
             world
                 .threads
@@ -912,7 +859,7 @@ impl Policy for Infaas {
         for short in &period.shortages {
             let why = format!(
                 "{}: the model autoscaler's plan leaves {:.0} rows/s without capacity",
-                states[short.family].model, short.missing_qps
+                live[short.family].model, short.missing_qps
             );
             self.shortage = Some((short.hardware, why));
         }
@@ -921,7 +868,7 @@ impl Policy for Infaas {
         for (f, a) in &period.actions {
             match resolve(s, a, &mut claims, threads_of) {
                 Resolution::Run(job) => changes.push(Change::Steps {
-                    model: states[*f].model.to_string(),
+                    model: live[*f].model.to_string(),
                     action: job.action,
                     steps: job.steps,
                 }),
@@ -931,6 +878,7 @@ impl Policy for Infaas {
                 Resolution::Skip(_) => {}
             }
         }
+        self.last_period = Some((live.iter().map(|f| f.key.clone()).collect(), period));
         changes
     }
 

@@ -1,14 +1,14 @@
 //! The autoscaler's memory between periods, kept apart from I/O so that tests drive it with
-//! explicit times: which families and workers have an action under way, how long every
-//! instance has been in its state, how long every worker has been idle, the smoothed load of
-//! every family, consecutive Interfered periods, and the workers the provider started.
+//! explicit times: which families and workers have an action under way, how long every worker
+//! has been idle, and the workers the provider started. (What the model period decides on,
+//! each family's load, stability and forecast, instance ages and Interfered periods, is the
+//! scheduler's [`ModelLoop`](infaas_scheduler::autoscale::ModelLoop).)
 
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use infaas_core::HardwareKind;
 use infaas_provision::ProvisionedWorker;
-use infaas_scheduler::autoscale::{interfered_periods_after, PlannedLoad};
 use infaas_scheduler::{InstanceState, Snapshot};
 
 /// A family: `(tenant id, model name)`.
@@ -42,10 +42,7 @@ pub struct Provisioned {
 #[derive(Debug, Default)]
 pub struct Book {
     busy: HashMap<FamilyKey, Instant>,
-    ages: HashMap<String, (InstanceState, Instant)>,
     last_busy: HashMap<String, Instant>,
-    loads: HashMap<FamilyKey, PlannedLoad>,
-    interfered: HashMap<String, usize>,
     pub shortage: Option<Shortage>,
     pub provisioned: HashMap<String, Provisioned>,
     /// An add under way (the provider call has not returned).
@@ -75,41 +72,6 @@ impl Book {
         !self.busy.is_empty()
     }
 
-    /// Records every instance's state this period (instances that left are forgotten).
-    pub fn observe_instances(&mut self, s: &Snapshot, now: Instant) {
-        let mut seen = HashMap::with_capacity(s.instances().len());
-        for i in s.instances() {
-            let entry = match self.ages.get(&i.id) {
-                Some(&(state, since)) if state == i.state => (state, since),
-                _ => (i.state, now),
-            };
-            let periods = interfered_periods_after(
-                self.interfered.get(&i.id).copied().unwrap_or(0),
-                i.state,
-                i.qps > 0.0,
-            );
-            self.interfered.insert(i.id.clone(), periods);
-            seen.insert(i.id.clone(), entry);
-        }
-        self.interfered.retain(|id, _| seen.contains_key(id));
-        self.ages = seen;
-    }
-
-    /// How long instance `id` has been in its state, in ms (0 when unknown).
-    pub fn state_age_ms(&self, id: &str, now: Instant) -> f64 {
-        self.ages.get(id).map_or(0.0, |(_, since)| {
-            now.duration_since(*since).as_secs_f64() * 1e3
-        })
-    }
-
-    /// Consecutive Interfered periods of every instance of `s`, by index.
-    pub fn interfered_periods(&self, s: &Snapshot) -> Vec<usize> {
-        s.instances()
-            .iter()
-            .map(|i| self.interfered.get(&i.id).copied().unwrap_or(0))
-            .collect()
-    }
-
     /// Records which workers have instances this period.
     pub fn observe_workers(&mut self, s: &Snapshot, now: Instant) {
         let mut with = vec![false; s.workers().len()];
@@ -135,20 +97,6 @@ impl Book {
         self.last_busy
             .get(id)
             .map_or(0.0, |t| now.duration_since(*t).as_secs_f64())
-    }
-
-    /// Folds one period's arrival rate into a family's load and returns the load to plan
-    /// for ([`PlannedLoad`], holding the peak of the last `hold_periods` periods).
-    pub fn family_load(&mut self, family: &FamilyKey, rate: f64, hold_periods: usize) -> f64 {
-        self.loads
-            .entry(family.clone())
-            .or_default()
-            .observe(rate, hold_periods)
-    }
-
-    /// Forgets the loads of families not in `live`.
-    pub fn retain_families(&mut self, live: &BTreeSet<FamilyKey>) {
-        self.loads.retain(|f, _| live.contains(f));
     }
 
     /// Records a shortage of room (the latest one wins).
@@ -283,27 +231,6 @@ mod tests {
     }
 
     #[test]
-    fn state_ages_restart_on_a_change_and_interference_counts_periods() {
-        let mut b = Book::default();
-        let t0 = Instant::now();
-        let t1 = t0 + Duration::from_secs(2);
-        let t2 = t0 + Duration::from_secs(5);
-        use InstanceState::*;
-        b.observe_instances(&snapshot(&[("i", 0, Active), ("j", 0, Interfered)], 1), t0);
-        b.observe_instances(&snapshot(&[("i", 0, Active), ("j", 0, Interfered)], 1), t1);
-        assert_eq!(b.state_age_ms("i", t1), 2000.0);
-        let s = snapshot(&[("i", 0, Overloaded), ("j", 0, Interfered)], 1);
-        b.observe_instances(&s, t2);
-        assert_eq!(b.state_age_ms("i", t2), 0.0, "a new state starts a new age");
-        assert_eq!(b.state_age_ms("j", t2), 5000.0);
-        assert_eq!(b.interfered_periods(&s), [0, 3]);
-        // j leaves: forgotten.
-        b.observe_instances(&snapshot(&[("i", 0, Overloaded)], 1), t2);
-        assert_eq!(b.state_age_ms("j", t2), 0.0);
-        assert_eq!(b.state_age_ms("unknown", t2), 0.0);
-    }
-
-    #[test]
     fn idle_time_counts_from_the_last_period_with_instances() {
         let mut b = Book::default();
         let t0 = Instant::now();
@@ -320,21 +247,6 @@ mod tests {
         b.observe_workers(&snapshot(&[("i", 1, InstanceState::Active)], 2), t2);
         assert_eq!(b.idle_for_s("w1", t2), 0.0);
         assert_eq!(b.idle_for_s("w0", t2), 8.0);
-    }
-
-    #[test]
-    fn load_rises_at_once_and_falls_slowly() {
-        let mut b = Book::default();
-        let f = family();
-        assert_eq!(b.family_load(&f, 1000.0, 1), 1000.0);
-        // Smoothed: the drop shows gradually.
-        assert_eq!(b.family_load(&f, 50.0, 1), 525.0);
-        b.retain_families(&BTreeSet::new());
-        assert_eq!(
-            b.family_load(&f, 10.0, 1),
-            10.0,
-            "forgotten families start afresh"
-        );
     }
 
     #[test]

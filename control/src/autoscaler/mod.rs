@@ -29,7 +29,7 @@ pub(crate) mod events;
 #[cfg(feature = "kubernetes")]
 mod kubernetes;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -38,16 +38,14 @@ use infaas_core::HardwareKind;
 use infaas_provision::process::{ProcessConfig, ProcessProvider};
 use infaas_provision::{ProvisionedWorker, WorkerProvider};
 use infaas_scheduler::autoscale::{
-    self, greedy, hold_periods, model_period, plan_demands, releasable_view, resolve,
-    worker_period, Action, ActionKind, ActionPlan, ClaimedRoom, Demand, FamilyState,
-    MigrationConfig, PeriodConfig, PeriodInput, Resolution, Stability, Step, VerticalConfig,
-    WorkerConfig, WorkerPeriod, WorkerView,
+    self, greedy, plan_demands, releasable_view, resolve, worker_period, Action, ActionKind,
+    ActionPlan, Arrivals, ClaimedRoom, Demand, LiveFamily, LoopInput, LoopPeriod, ModelLoop,
+    Resolution, Step, WorkerConfig, WorkerPeriod, WorkerView,
 };
 use infaas_scheduler::{InstanceState, Prices, Snapshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AutoscaleConfig, WorkerProviderKind};
-use crate::forecasts::{ForecastConfig, Forecasts};
 use crate::platform::ControlPlane;
 use book::{AppKey, Book, FamilyKey, Provisioned};
 
@@ -71,24 +69,69 @@ pub struct Autoscaler {
     provider: Option<Arc<dyn WorkerProvider>>,
     process: Option<Arc<ProcessProvider>>,
     book: Mutex<Book>,
-    stability: Mutex<HashMap<FamilyKey, Stability>>,
-    /// Per family (tenant, model): forecasts of the rows that arrive per period, keyed by
-    /// period number (Themis §5.1.3: when added threads become base-thread replicas).
-    forecasts: Forecasts,
-    /// Model periods run so far (the forecasts' clock).
-    periods: Mutex<i64>,
+    /// What the model periods decide on, kept between them (the scheduler's loop, which the
+    /// simulator runs too).
+    model_loop: Mutex<ModelLoop<FamilyKey>>,
+    /// The model loop's clock: ms are counted from here.
+    started: Instant,
     last_take: Mutex<Instant>,
     last_input: Mutex<Option<LastInput>>,
 }
 
-/// Seconds ahead a family's load is forecast (Themis §5.1.3: the next ten seconds).
-const FORECAST_HORIZON_MS: u64 = 10_000;
+/// A family's live instances and arrivals in one model period, as the controller gathers
+/// them from its registry and demand meter.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gathered {
+    /// The application its variants serve.
+    pub app: AppKey,
+    /// Its live instances on live workers (snapshot indices).
+    pub instances: Vec<usize>,
+    /// Rows that arrived for it since the last period.
+    pub arrivals: Arrivals,
+}
 
-/// Model periods of `interval_ms` in the forecast's horizon (at least one).
-fn forecast_horizon_periods(interval_ms: u64) -> usize {
-    (FORECAST_HORIZON_MS as f64 / interval_ms.max(10) as f64)
-        .round()
-        .max(1.0) as usize
+/// One model period on what the controller gathered, apart from I/O so that tests drive it on
+/// a test clock: each family's rows per second over `elapsed_s`, whether an action of it is
+/// under way (the book), and the scheduler's [`ModelLoop`] on them at `now_ms`. Returns the
+/// families' keys in order (the plan's family indices are into them) and the period.
+#[allow(clippy::too_many_arguments)]
+pub fn decide_period(
+    model_loop: &mut ModelLoop<FamilyKey>,
+    book: &Book,
+    snapshot: &Snapshot,
+    families: &BTreeMap<FamilyKey, Gathered>,
+    elapsed_s: f64,
+    threads: &[usize],
+    releasable: &[bool],
+    prices: Prices,
+    now_ms: f64,
+) -> (Vec<FamilyKey>, LoopPeriod) {
+    let elapsed_s = elapsed_s.max(1e-3);
+    let live: Vec<LiveFamily<FamilyKey>> = families
+        .iter()
+        .map(|(key, g)| LiveFamily {
+            key: key.clone(),
+            tenant: &key.0,
+            model: &key.1,
+            instances: g.instances.clone(),
+            rows_per_s: g.arrivals.rows as f64 / elapsed_s,
+            slo_ms: g.arrivals.slo_ms,
+            min_accuracy: g.arrivals.min_accuracy,
+            busy: book.is_busy(key),
+        })
+        .collect();
+    let period = model_loop.period(
+        &LoopInput {
+            snapshot,
+            threads,
+            releasable,
+            prices,
+            now_ms,
+        },
+        &live,
+        greedy,
+    );
+    (families.keys().cloned().collect(), period)
 }
 
 /// Marks a family busy until dropped (also when its task fails or panics).
@@ -214,20 +257,15 @@ impl Autoscaler {
             return None;
         }
         let (provider, process) = make_provider(&state, &controller_url(addr));
-        let horizon = forecast_horizon_periods(cfg.model_interval_ms);
         let scaler = Arc::new(Autoscaler {
+            model_loop: Mutex::new(ModelLoop::new(cfg.loop_config())),
+            started: Instant::now(),
             prices: *state.cluster.prices(),
             cfg,
             provider,
             process,
             state,
             book: Mutex::new(Book::default()),
-            stability: Mutex::new(HashMap::new()),
-            forecasts: Forecasts::new(ForecastConfig {
-                horizon_s: horizon,
-                ..ForecastConfig::default()
-            }),
-            periods: Mutex::new(0),
             last_take: Mutex::new(Instant::now()),
             last_input: Mutex::new(None),
         });
@@ -290,15 +328,6 @@ impl Autoscaler {
         }
     }
 
-    fn vertical_config(&self) -> VerticalConfig {
-        VerticalConfig {
-            max_threads: self.cfg.vertical_max_threads,
-            parallel_fraction: self.cfg.vertical_parallel_fraction,
-            headroom: self.cfg.slack,
-            stable_periods: self.cfg.stable_periods,
-        }
-    }
-
     /// `(tenant, model)` and `(tenant, app)` of a variant of the snapshot.
     fn owner(&self, s: &Snapshot, v: usize) -> Option<(FamilyKey, AppKey)> {
         let served = self.state.cluster.served(&s.variants().get(v)?.id)?;
@@ -332,18 +361,6 @@ impl Autoscaler {
         }
     }
 
-    /// The thresholds of one model period.
-    fn period_config(&self) -> PeriodConfig {
-        PeriodConfig {
-            scaling: self.cfg.scaling(),
-            vertical_enabled: self.cfg.vertical,
-            vertical: self.vertical_config(),
-            migration: MigrationConfig {
-                periods: self.cfg.migration_periods,
-            },
-        }
-    }
-
     /// One model-autoscaler period: the families' state gathered from the cluster and the
     /// book, [`model_period`] on it, and its actions resolved into jobs.
     fn run_model_period(self: &Arc<Self>) {
@@ -358,7 +375,7 @@ impl Autoscaler {
         };
         let threads = self.instance_threads(&snapshot);
         // Families with live instances, their instances, and their arrivals.
-        let mut families: HashMap<FamilyKey, (AppKey, Vec<usize>)> = HashMap::new();
+        let mut families: BTreeMap<FamilyKey, Gathered> = BTreeMap::new();
         for (i, inst) in snapshot.instances().iter().enumerate() {
             if inst.state == InstanceState::Inactive || !snapshot.workers()[inst.worker].alive {
                 continue;
@@ -366,86 +383,41 @@ impl Autoscaler {
             if let Some((family, app)) = self.owner(&snapshot, inst.variant) {
                 families
                     .entry(family)
-                    .or_insert_with(|| (app, Vec::new()))
-                    .1
+                    .or_insert_with(|| Gathered {
+                        app,
+                        ..Gathered::default()
+                    })
+                    .instances
                     .push(i);
             }
         }
-        let mut wanted: HashMap<FamilyKey, crate::cluster::demand::Arrivals> = HashMap::new();
         for (variant_id, a) in &arrivals {
             if let Some(s) = self.state.cluster.served(variant_id) {
-                wanted
-                    .entry((s.entry.tenant_id.clone(), s.entry.model.clone()))
-                    .or_default()
-                    .merge(a);
+                if let Some(g) =
+                    families.get_mut(&(s.entry.tenant_id.clone(), s.entry.model.clone()))
+                {
+                    g.arrivals.merge(a);
+                }
             }
         }
         let mut book = lock(&self.book);
-        book.observe_instances(&snapshot, now);
-        book.retain_families(&families.keys().cloned().collect());
-        let mut keys: Vec<&FamilyKey> = families.keys().collect();
-        keys.sort();
-        // Each family's arrivals this period into its forecaster (the forecast judges when
-        // added threads become base-thread replicas).
-        let period_no = {
-            let mut p = lock(&self.periods);
-            *p += 1;
-            *p
-        };
-        self.forecasts
-            .retain(|tenant, model| families.contains_key(&(tenant.into(), model.into())));
-        for &family in &keys {
-            let rows = wanted.get(family).map_or(0, |a| a.rows);
-            self.forecasts
-                .observe(&family.0, &family.1, period_no, rows as f64 / elapsed);
-        }
-        let hold = hold_periods(
-            self.cfg.scaling().peak_hold_ms,
-            self.cfg.model_interval_ms as f64,
-        );
-        let states: Vec<FamilyState> = {
-            let mut stability = lock(&self.stability);
-            stability.retain(|f, _| families.contains_key(f));
-            keys.iter()
-                .map(|&family| {
-                    let a = wanted.get(family).copied().unwrap_or_default();
-                    let load = book.family_load(family, a.rows as f64 / elapsed, hold);
-                    let stable = stability
-                        .entry(family.clone())
-                        .or_insert_with(|| Stability::new(0.1))
-                        .observe(load);
-                    FamilyState {
-                        tenant: &family.0,
-                        model: &family.1,
-                        instances: families[family].1.clone(),
-                        load_qps: load,
-                        stable_periods: stable,
-                        forecast_max_qps: self.forecasts.max_next(&family.0, &family.1),
-                        slo_ms: a.slo_ms,
-                        min_accuracy: a.min_accuracy,
-                        busy: book.is_busy(family),
-                    }
-                })
-                .collect()
-        };
-        let ages: Vec<f64> = snapshot
-            .instances()
-            .iter()
-            .map(|i| book.state_age_ms(&i.id, now))
-            .collect();
-        let interfered = book.interfered_periods(&snapshot);
-        let period = model_period(
-            &PeriodInput {
-                snapshot: &snapshot,
-                families: &states,
-                threads: &threads,
-                ages_ms: &ages,
-                releasable: &releasable,
-                interfered_periods: &interfered,
-                prices: self.prices,
-                config: self.period_config(),
+        let (
+            keys,
+            LoopPeriod {
+                plan: period,
+                ages_ms: ages,
+                ..
             },
-            greedy,
+        ) = decide_period(
+            &mut lock(&self.model_loop),
+            &book,
+            &snapshot,
+            &families,
+            elapsed,
+            &threads,
+            &releasable,
+            self.prices,
+            now.duration_since(self.started).as_secs_f64() * 1e3,
         );
         if let Some(e) = &period.error {
             tracing::warn!(error = %e, "model autoscaling could not decide");
@@ -453,8 +425,8 @@ impl Autoscaler {
         let mut claims = ClaimedRoom::default();
         let mut jobs: Vec<(FamilyKey, AppKey, ActionPlan)> = Vec::new();
         for (f, act) in &period.actions {
-            let family = keys[*f];
-            let app = &families[family].0;
+            let family = &keys[*f];
+            let app = &families[family].app;
             self.resolve_into(
                 &snapshot,
                 act,
@@ -468,10 +440,10 @@ impl Autoscaler {
             );
         }
         for short in &period.shortages {
-            let family = keys[short.family];
+            let family = &keys[short.family];
             book.short_of(
                 short.hardware,
-                families[family].0.clone(),
+                families[family].app.clone(),
                 format!(
                     "{}/{}: the model autoscaler's plan leaves {:.0} rows/s without capacity",
                     family.0, family.1, short.missing_qps

@@ -8,6 +8,8 @@
 //! worker stays where it is; when that holds on every worker of a kind, the VM-Autoscaler adds
 //! one ([`crate::autoscale::workers`]).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::autoscale::problem::Room;
@@ -45,41 +47,54 @@ pub fn interfered_periods_after(prev: usize, state: InstanceState, served: bool)
     }
 }
 
-/// Interfered periods per instance ([`interfered_periods_after`]), fed once per period with
-/// every instance's state, by index.
+/// Interfered periods per instance ([`interfered_periods_after`]), by instance id, fed once
+/// per period with every instance's state. An instance that is not in a period's states is
+/// forgotten. Keyed by id, not by snapshot index: instances come and go between periods.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterferenceCounter {
-    periods: Vec<usize>,
+    periods: HashMap<String, usize>,
 }
 
 impl InterferenceCounter {
-    /// Records one period: instance `i` was in state `states[i].0` and served queries in it
-    /// when `states[i].1`.
-    pub fn observe(&mut self, states: impl IntoIterator<Item = (InstanceState, bool)>) {
-        let mut n = 0;
-        for (i, (state, served)) in states.into_iter().enumerate() {
-            if i == self.periods.len() {
-                self.periods.push(0);
-            }
-            self.periods[i] = interfered_periods_after(self.periods[i], state, served);
-            n = i + 1;
+    /// Records one period: each instance `(id, state, served)` was in `state` and served
+    /// queries in it when `served`.
+    pub fn observe<'a>(
+        &mut self,
+        states: impl IntoIterator<Item = (&'a str, InstanceState, bool)>,
+    ) {
+        let mut next = HashMap::with_capacity(self.periods.len());
+        for (id, state, served) in states {
+            let prev = self.periods.get(id).copied().unwrap_or(0);
+            next.insert(
+                id.to_string(),
+                interfered_periods_after(prev, state, served),
+            );
         }
-        self.periods.truncate(n);
+        self.periods = next;
     }
 
     /// Records one period from the snapshot's instance states and rates.
     pub fn observe_snapshot(&mut self, s: &Snapshot) {
-        self.observe(s.instances().iter().map(|i| (i.state, i.qps > 0.0)));
+        self.observe(
+            s.instances()
+                .iter()
+                .map(|i| (i.id.as_str(), i.state, i.qps > 0.0)),
+        );
     }
 
-    /// Interfered periods of every instance since its last healthy one, by index.
-    pub fn periods(&self) -> &[usize] {
-        &self.periods
+    /// Interfered periods of instance `id` since its last healthy period (0 if unknown).
+    pub fn periods(&self, id: &str) -> usize {
+        self.periods.get(id).copied().unwrap_or(0)
+    }
+
+    /// [`Self::periods`] of every instance of `s`, by index (as [`migrations`] takes them).
+    pub fn periods_of(&self, s: &Snapshot) -> Vec<usize> {
+        s.instances().iter().map(|i| self.periods(&i.id)).collect()
     }
 }
 
 /// Migrations for this period. `interfered_periods[i]` is instance `i`'s count of consecutive
-/// Interfered periods ([`InterferenceCounter::periods`]); missing entries count as 0.
+/// Interfered periods ([`InterferenceCounter::periods_of`]); missing entries count as 0.
 pub fn migrations(
     s: &Snapshot,
     interfered_periods: &[usize],
@@ -179,8 +194,13 @@ mod tests {
     /// Every instance served in the period.
     fn serving<const N: usize>(
         states: [InstanceState; N],
-    ) -> impl Iterator<Item = (InstanceState, bool)> {
-        states.into_iter().map(|s| (s, true))
+    ) -> impl Iterator<Item = (&'static str, InstanceState, bool)> {
+        const IDS: [&str; 4] = ["a", "b", "c", "d"];
+        states.into_iter().zip(IDS).map(|(s, id)| (id, s, true))
+    }
+
+    fn counts(c: &InterferenceCounter, ids: &[&str]) -> Vec<usize> {
+        ids.iter().map(|id| c.periods(id)).collect()
     }
 
     #[test]
@@ -189,11 +209,23 @@ mod tests {
         use InstanceState::*;
         c.observe(serving([Interfered, Active]));
         c.observe(serving([Interfered, Interfered]));
-        assert_eq!(c.periods(), [2, 1]);
+        assert_eq!(counts(&c, &["a", "b"]), [2, 1]);
         c.observe(serving([Active, Interfered, Interfered]));
-        assert_eq!(c.periods(), [0, 2, 1]);
+        assert_eq!(counts(&c, &["a", "b", "c"]), [0, 2, 1]);
+        // "b" and "c" left: forgotten; "a" counts again from its last healthy period.
         c.observe(serving([Interfered]));
-        assert_eq!(c.periods(), [1]);
+        assert_eq!(counts(&c, &["a", "b", "c"]), [1, 0, 0]);
+    }
+
+    #[test]
+    fn counts_follow_the_instance_not_its_position() {
+        use InstanceState::*;
+        let mut c = InterferenceCounter::default();
+        c.observe([("x", Active, true), ("y", Interfered, true)]);
+        c.observe([("x", Active, true), ("y", Interfered, true)]);
+        // "x" unloaded: "y" is now first, and keeps its count.
+        c.observe([("y", Interfered, true)]);
+        assert_eq!(counts(&c, &["y", "x"]), [3, 0]);
     }
 
     #[test]
@@ -209,13 +241,13 @@ mod tests {
             (Overloaded, true, 2),
             (Interfered, true, 3),
         ] {
-            c.observe([(state, served), (Overloaded, true)]);
-            assert_eq!(c.periods(), [count, 0], "after {state:?}");
+            c.observe([("a", state, served), ("b", Overloaded, true)]);
+            assert_eq!(counts(&c, &["a", "b"]), [count, 0], "after {state:?}");
         }
-        c.observe([(Active, true), (Interfered, true)]);
-        assert_eq!(c.periods(), [0, 1]);
-        c.observe([(Inactive, false), (Interfered, true)]);
-        assert_eq!(c.periods(), [0, 2]);
+        c.observe([("a", Active, true), ("b", Interfered, true)]);
+        assert_eq!(counts(&c, &["a", "b"]), [0, 1]);
+        c.observe([("a", Inactive, false), ("b", Interfered, true)]);
+        assert_eq!(counts(&c, &["a", "b"]), [0, 2]);
     }
 
     #[test]
@@ -225,9 +257,9 @@ mod tests {
         let mut c = InterferenceCounter::default();
         c.observe_snapshot(&s);
         c.observe_snapshot(&s);
-        assert!(migrations(&s, c.periods(), &PRICES, &cfg).is_empty());
+        assert!(migrations(&s, &c.periods_of(&s), &PRICES, &cfg).is_empty());
         c.observe_snapshot(&s);
-        let a = migrations(&s, c.periods(), &PRICES, &cfg);
+        let a = migrations(&s, &c.periods_of(&s), &PRICES, &cfg);
         // Both are due; neither goes to w2 (interfered) or w3 (full): w4 is the least utilised
         // clean worker with room, for both.
         assert_eq!(a.len(), 2);

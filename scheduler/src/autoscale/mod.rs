@@ -66,6 +66,7 @@ pub mod ilp;
 pub mod load;
 pub mod migration;
 pub mod model;
+pub mod model_loop;
 pub mod period;
 mod problem;
 pub mod resolve;
@@ -83,6 +84,7 @@ pub use ilp::{exact, exact_with, gap, Gap};
 pub use load::{hold_periods, Arrivals, PlannedLoad};
 pub use migration::{interfered_periods_after, migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
+pub use model_loop::{LiveFamily, LoopConfig, LoopInput, LoopPeriod, ModelLoop, Signal};
 pub use period::{
     model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,
     PeriodPlan, Planner, Shortage,

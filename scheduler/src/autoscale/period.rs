@@ -80,6 +80,23 @@ pub struct PeriodConfig {
     pub migration: MigrationConfig,
 }
 
+impl PeriodConfig {
+    /// The platform's defaults (those of the controller's `autoscale` settings) with
+    /// `scaling`: vertical scaling on, its headroom the scaling slack, migration after
+    /// [`MigrationConfig::default`]'s periods.
+    pub fn platform(scaling: ScalingConfig) -> Self {
+        PeriodConfig {
+            scaling,
+            vertical_enabled: true,
+            vertical: VerticalConfig {
+                headroom: scaling.slack,
+                ..VerticalConfig::default()
+            },
+            migration: MigrationConfig::default(),
+        }
+    }
+}
+
 /// Everything one period decides on.
 #[derive(Debug, Clone, Copy)]
 pub struct PeriodInput<'a> {
@@ -178,10 +195,25 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
                 },
                 _ => Settling::Periods(fam.stable_periods),
             };
+            // What the family's instances serve at their present threads. When that covers
+            // the load with the headroom, an Overloaded instance is one that selection filled
+            // (it sends further queries to the others), not a shortage: no threads are added.
+            // (Adding them there made the fullest instance take threads and the next period
+            // give them back, again and again, while spare replicas idled.)
+            let capacity: f64 = fam
+                .instances
+                .iter()
+                .map(|&i| match cpu.iter().find(|c| c.instance == i) {
+                    Some(c) => peak_at(c, c.threads, vcfg),
+                    None => s.variants()[s.instances()[i].variant].peak_qps(),
+                })
+                .sum();
+            let covered = capacity >= vcfg.headroom * fam.load_qps;
             let acts = vertical_settling(&cpu, &free, settling, &input.prices, vcfg);
             let mut rebalance = false;
             for a in acts {
                 match a.kind {
+                    ActionKind::AddThreads { .. } if covered => continue,
                     ActionKind::AddThreads { instance, from, to } => {
                         if let Some(c) = cpu.iter().find(|c| c.instance == instance) {
                             extra += peak_at(c, to, vcfg) - peak_at(c, from, vcfg);

@@ -1,0 +1,458 @@
+//! The model autoscaler's loop as one component: what it remembers between periods and how it
+//! turns one period's arrivals into a [`model_period`]. The controller's model autoscaler
+//! (`control/src/autoscaler`) and the simulator's platform policy (`infaas_sim::policy::Infaas`)
+//! both keep one [`ModelLoop`] and call [`ModelLoop::period`] once a period with the same
+//! [`LoopConfig`]; `infaas/tests/model_loop_parity.rs` feeds both the same arrivals and
+//! cluster and asserts the same decisions in the same order.
+//!
+//! Per family it keeps:
+//! - the load to plan for ([`PlannedLoad`]: the last rate, its moving average and the peak
+//!   hold);
+//! - how many periods that load has been stable ([`Stability`], 10 %);
+//! - a forecaster of the family's arrivals ([`AutoForecaster`], Themis §3.2): the highest rate
+//!   it forecasts over the next ten seconds judges when threads added to an instance become
+//!   base-thread replicas (the vertical-to-horizontal switch, Themis §5.1.3), once it has seen
+//!   ten seconds of arrivals;
+//!
+//! and per instance, by id, its consecutive Interfered periods ([`InterferenceCounter`]) and
+//! since when it has been in its state (the first period that saw the state: scale-in waits
+//! for an instance's load time and the scale-in hold in its state). A family that has no live
+//! instance in a period is forgotten, as is an instance that has left the cluster.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::autoscale::{
+    hold_periods, model_period, FamilyState, InterferenceCounter, PeriodConfig, PeriodInput,
+    PeriodPlan, PlannedLoad, Planner, Stability,
+};
+use crate::forecast::{AutoForecaster, ForecastModel};
+use crate::instance_state::InstanceState;
+use crate::snapshot::{Prices, Snapshot};
+
+/// How far ahead each family's arrivals are forecast, ms (Themis §3.2: ten seconds).
+pub const FORECAST_HORIZON_MS: f64 = 10_000.0;
+/// Periods of arrivals the forecaster keeps and refits on.
+pub const FORECAST_HISTORY: usize = 600;
+/// Periods between the forecaster's refits.
+pub const FORECAST_REFIT_EVERY: usize = 30;
+/// The model a family's forecaster starts with, before its first refit.
+pub const FORECAST_INITIAL: ForecastModel = ForecastModel::Ewma { alpha: 0.5 };
+/// Relative change within which a family's load counts as stable.
+pub const STABILITY_TOLERANCE: f64 = 0.1;
+
+/// The settings of one [`ModelLoop`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopConfig {
+    /// The thresholds of each period.
+    pub period: PeriodConfig,
+    /// How often the loop runs, ms: the controller's `autoscale.model_interval_ms`; the
+    /// simulator's monitoring window. The peak hold and the forecast horizon are counted in
+    /// periods of this length.
+    pub period_ms: f64,
+    /// Whether each family's arrivals are forecast (Themis); false: added threads become
+    /// replicas after `period.vertical.stable_periods` stable periods.
+    pub forecast: bool,
+}
+
+impl LoopConfig {
+    /// Periods the peak hold spans.
+    pub fn hold_periods(&self) -> usize {
+        hold_periods(self.period.scaling.peak_hold_ms, self.period_ms)
+    }
+
+    /// Periods in the forecast's horizon (at least one).
+    pub fn horizon_periods(&self) -> usize {
+        (FORECAST_HORIZON_MS / self.period_ms.max(10.0))
+            .round()
+            .max(1.0) as usize
+    }
+}
+
+/// One family with live instances in a period, as the caller found it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveFamily<'a, K> {
+    /// The caller's key for the family (the controller's `(tenant, model)`, the simulator's
+    /// model name).
+    pub key: K,
+    pub tenant: &'a str,
+    pub model: &'a str,
+    /// Its live instances on live workers (indices into the snapshot).
+    pub instances: Vec<usize>,
+    /// Rows that arrived for it in the period, per second.
+    pub rows_per_s: f64,
+    /// Tightest SLO and highest minimum accuracy of those rows.
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
+    /// An action of it is under way.
+    pub busy: bool,
+}
+
+/// The cluster in one period.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopInput<'a> {
+    /// The cluster as the policies see it (the controller's and the simulator's view in which
+    /// started workers count as fully busy: [`crate::autoscale::releasable_view`]).
+    pub snapshot: &'a Snapshot,
+    /// Per instance: its intra-op threads now (missing: its variant's).
+    pub threads: &'a [usize],
+    /// Per worker: whether the planner should empty it first (missing: no).
+    pub releasable: &'a [bool],
+    pub prices: Prices,
+    /// The period's time, ms on the caller's clock (ages are differences of it).
+    pub now_ms: f64,
+}
+
+/// What one period decided and saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoopPeriod {
+    pub plan: PeriodPlan,
+    /// Each family's signals, in the order of the families given.
+    pub signals: Vec<Signal>,
+    /// Per snapshot instance: how long it has been in its state, ms.
+    pub ages_ms: Vec<f64>,
+}
+
+/// What the loop knows of one family.
+#[derive(Debug, Clone)]
+struct FamilySignals {
+    load: PlannedLoad,
+    stability: Stability,
+    /// Its forecaster and the periods it has seen.
+    forecaster: Option<(AutoForecaster, usize)>,
+}
+
+/// What one family's signals said in a period (for the caller's records).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Signal {
+    /// Rows/s to plan for.
+    pub load_qps: f64,
+    /// Consecutive periods the load has been stable.
+    pub stable_periods: usize,
+    /// The highest rate forecast over the next horizon, once the forecaster has seen one.
+    pub forecast_max_qps: Option<f64>,
+}
+
+/// See the module documentation.
+#[derive(Debug, Clone)]
+pub struct ModelLoop<K> {
+    config: LoopConfig,
+    families: BTreeMap<K, FamilySignals>,
+    interference: InterferenceCounter,
+    /// Per instance id: its state and since when (ms).
+    states: HashMap<String, (InstanceState, f64)>,
+}
+
+impl<K: Ord + Clone> ModelLoop<K> {
+    pub fn new(config: LoopConfig) -> Self {
+        ModelLoop {
+            config,
+            families: BTreeMap::new(),
+            interference: InterferenceCounter::default(),
+            states: HashMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &LoopConfig {
+        &self.config
+    }
+
+    /// Feeds one period's arrivals of a family and returns what its signals say now.
+    fn observe(&mut self, key: &K, rows_per_s: f64) -> Signal {
+        let rate = if rows_per_s.is_finite() {
+            rows_per_s.max(0.0)
+        } else {
+            0.0
+        };
+        let (hold, horizon, forecast) = (
+            self.config.hold_periods(),
+            self.config.horizon_periods(),
+            self.config.forecast,
+        );
+        let f = self
+            .families
+            .entry(key.clone())
+            .or_insert_with(|| FamilySignals {
+                load: PlannedLoad::default(),
+                stability: Stability::new(STABILITY_TOLERANCE),
+                forecaster: forecast
+                    .then(|| {
+                        AutoForecaster::new(
+                            FORECAST_INITIAL,
+                            horizon,
+                            FORECAST_HISTORY.max(4 * horizon),
+                            FORECAST_REFIT_EVERY,
+                        )
+                        .ok()
+                    })
+                    .flatten()
+                    .map(|f| (f, 0)),
+            });
+        let load_qps = f.load.observe(rate, hold);
+        let stable_periods = f.stability.observe(load_qps);
+        let forecast_max_qps = f.forecaster.as_mut().and_then(|(fc, seen)| {
+            fc.update(rate);
+            *seen += 1;
+            (*seen >= horizon).then(|| fc.predict_max(horizon))
+        });
+        Signal {
+            load_qps,
+            stable_periods,
+            forecast_max_qps,
+        }
+    }
+
+    /// Records every instance's state at `now_ms` and returns how long each has been in it.
+    fn observe_states(&mut self, s: &Snapshot, now_ms: f64) -> Vec<f64> {
+        let mut next = HashMap::with_capacity(s.instances().len());
+        let ages = s
+            .instances()
+            .iter()
+            .map(|i| {
+                let since = match self.states.get(&i.id) {
+                    Some(&(state, since)) if state == i.state => since,
+                    _ => now_ms,
+                };
+                next.insert(i.id.clone(), (i.state, since));
+                (now_ms - since).max(0.0)
+            })
+            .collect();
+        self.states = next;
+        ages
+    }
+
+    /// One period: every instance's state into the ages and the interference count, every
+    /// family's arrivals into its signals (families not in `families` are forgotten), then
+    /// [`model_period`] on them with `planner`. The plan's family indices are into
+    /// `families`.
+    pub fn period(
+        &mut self,
+        input: &LoopInput,
+        families: &[LiveFamily<K>],
+        planner: Planner,
+    ) -> LoopPeriod {
+        self.families
+            .retain(|k, _| families.iter().any(|f| &f.key == k));
+        let ages_ms = self.observe_states(input.snapshot, input.now_ms);
+        self.interference.observe_snapshot(input.snapshot);
+        let signals: Vec<Signal> = families
+            .iter()
+            .map(|f| self.observe(&f.key, f.rows_per_s))
+            .collect();
+        let states: Vec<FamilyState> = families
+            .iter()
+            .zip(&signals)
+            .map(|(f, s)| FamilyState {
+                tenant: f.tenant,
+                model: f.model,
+                instances: f.instances.clone(),
+                load_qps: s.load_qps,
+                stable_periods: s.stable_periods,
+                forecast_max_qps: s.forecast_max_qps,
+                slo_ms: f.slo_ms,
+                min_accuracy: f.min_accuracy,
+                busy: f.busy,
+            })
+            .collect();
+        let interfered = self.interference.periods_of(input.snapshot);
+        let plan = model_period(
+            &PeriodInput {
+                snapshot: input.snapshot,
+                families: &states,
+                threads: input.threads,
+                ages_ms: &ages_ms,
+                releasable: input.releasable,
+                interfered_periods: &interfered,
+                prices: input.prices,
+                config: self.config.period,
+            },
+            planner,
+        );
+        LoopPeriod {
+            plan,
+            signals,
+            ages_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::autoscale::{greedy, ScalingConfig};
+
+    fn config(forecast: bool) -> LoopConfig {
+        LoopConfig {
+            period: PeriodConfig {
+                scaling: ScalingConfig {
+                    peak_hold_ms: 3_000.0,
+                    ..ScalingConfig::default()
+                },
+                ..PeriodConfig::default()
+            },
+            period_ms: 1_000.0,
+            forecast,
+        }
+    }
+
+    #[test]
+    fn periods_follow_the_period_length() {
+        let c = config(true);
+        assert_eq!((c.hold_periods(), c.horizon_periods()), (3, 10));
+        let half = LoopConfig {
+            period_ms: 500.0,
+            ..c
+        };
+        assert_eq!((half.hold_periods(), half.horizon_periods()), (6, 20));
+    }
+
+    #[test]
+    fn a_family_holds_its_peak_counts_stable_periods_and_forecasts_after_a_horizon() {
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(true));
+        let mut seen = Vec::new();
+        for rate in [10.0, 100.0, 10.0, 10.0, 10.0, 10.0] {
+            seen.push(l.observe(&"m", rate));
+        }
+        // The peak of 100 is held for three periods (this one and the two before), then the
+        // moving average of the falling rate is planned for.
+        assert_eq!(seen[1].load_qps, 100.0);
+        assert_eq!(seen[3].load_qps, 100.0);
+        assert!(seen[4].load_qps < 100.0 && seen[4].load_qps > 10.0);
+        assert_eq!(seen[0].stable_periods, 0);
+        assert!(seen.iter().all(|s| s.forecast_max_qps.is_none()));
+        // The horizon is ten periods: the seventh to ninth still give none, the tenth one.
+        for _ in 6..9 {
+            assert!(l.observe(&"m", 10.0).forecast_max_qps.is_none());
+        }
+        let tenth = l.observe(&"m", 10.0).forecast_max_qps.unwrap();
+        assert!(tenth > 0.0 && tenth <= 100.0, "{tenth}");
+        // Without forecasts, never one.
+        let mut off: ModelLoop<&str> = ModelLoop::new(config(false));
+        assert!((0..20).all(|_| off.observe(&"m", 10.0).forecast_max_qps.is_none()));
+    }
+
+    #[test]
+    fn a_family_without_live_instances_is_forgotten() {
+        let s = Snapshot::builder().build();
+        let input = LoopInput {
+            snapshot: &s,
+            threads: &[],
+            releasable: &[],
+            prices: Prices::default(),
+            now_ms: 0.0,
+        };
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+        let fam = |key: &'static str, rate: f64| LiveFamily {
+            key,
+            tenant: "t",
+            model: key,
+            instances: Vec::new(),
+            rows_per_s: rate,
+            slo_ms: None,
+            min_accuracy: None,
+            busy: false,
+        };
+        let sig = l
+            .period(&input, &[fam("a", 100.0), fam("b", 5.0)], greedy)
+            .signals;
+        assert_eq!(sig[0].load_qps, 100.0);
+        l.period(&input, &[fam("b", 5.0)], greedy);
+        assert!(!l.families.contains_key("a"));
+        // Back again: no memory of its peak.
+        let sig = l
+            .period(&input, &[fam("a", 1.0), fam("b", 5.0)], greedy)
+            .signals;
+        assert_eq!(sig[0].load_qps, 1.0);
+        assert_eq!(sig[1].stable_periods, 2);
+    }
+
+    fn snapshot(states: &[(&str, InstanceState)]) -> Snapshot {
+        use crate::snapshot::{InstanceEntry, VariantEntry, WorkerEntry};
+        let mut b = Snapshot::builder();
+        let v = b
+            .add_variant(
+                "t",
+                VariantEntry {
+                    id: "v".into(),
+                    name: "v".into(),
+                    model: "m".into(),
+                    app: "a".into(),
+                    accuracy: 0.9,
+                    hardware: infaas_core::HardwareKind::Cpu,
+                    threads: 1,
+                    max_batch: 1,
+                    load_ms: 10.0,
+                    memory_bytes: 1,
+                    latency: vec![infaas_core::LatencyPoint {
+                        batch: 1,
+                        p50_ms: 1.0,
+                        p99_ms: 1.0,
+                        mean_ms: 1.0,
+                        throughput_per_s: 1000.0,
+                    }],
+                },
+            )
+            .unwrap();
+        b.add_worker(WorkerEntry {
+            id: "w".into(),
+            hardware: vec![infaas_core::HardwareKind::Cpu],
+            cores: 4,
+            cpu_cores: 4,
+            cores_used: 0,
+            memory_bytes: 1 << 30,
+            memory_used: 0,
+            alive: true,
+            utilisation: 0.0,
+            interference_seen: false,
+            busy_threads: 0,
+        })
+        .unwrap();
+        let mut s = b.build();
+        for (id, state) in states {
+            let i = s
+                .add_instance(InstanceEntry {
+                    id: id.to_string(),
+                    variant: v,
+                    worker: 0,
+                    state: InstanceState::Active,
+                    queue_len: 0,
+                    qps: 1.0,
+                })
+                .unwrap();
+            s.set_instance_state(i, *state).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn state_ages_restart_on_a_change_and_interference_counts_periods_by_instance() {
+        use InstanceState::*;
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+        let mut at = |s: &Snapshot, now_ms: f64| {
+            let input = LoopInput {
+                snapshot: s,
+                threads: &[],
+                releasable: &[],
+                prices: Prices::default(),
+                now_ms,
+            };
+            let ages = l.period(&input, &[], greedy).ages_ms;
+            (ages, l.interference.periods_of(s))
+        };
+        let both = snapshot(&[("i", Active), ("j", Interfered)]);
+        at(&both, 0.0);
+        assert_eq!(at(&both, 2_000.0), (vec![2_000.0, 2_000.0], vec![0, 2]));
+        let changed = snapshot(&[("i", Overloaded), ("j", Interfered)]);
+        assert_eq!(
+            at(&changed, 5_000.0),
+            (vec![0.0, 5_000.0], vec![0, 3]),
+            "a new state starts a new age"
+        );
+        // "i" leaves: "j" is now first and keeps its age and count.
+        let j = snapshot(&[("j", Interfered)]);
+        assert_eq!(at(&j, 6_000.0), (vec![6_000.0], vec![4]));
+        // "i" is back: a new instance.
+        let back = snapshot(&[("j", Interfered), ("i", Overloaded)]);
+        assert_eq!(at(&back, 7_000.0), (vec![7_000.0, 0.0], vec![5, 0]));
+    }
+}
