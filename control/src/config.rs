@@ -641,6 +641,15 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// The offline-job gate's thresholds: `job_max_online_utilisation` and the scheduler's
+    /// defaults (which the simulator uses too).
+    pub fn job_gate(&self) -> infaas_scheduler::offline::SpareCapacity {
+        infaas_scheduler::offline::SpareCapacity {
+            max_online_utilisation: self.job_max_online_utilisation,
+            ..infaas_scheduler::offline::SpareCapacity::default()
+        }
+    }
+
     /// Builds the configuration from the layers.
     pub fn load(o: &Overrides) -> Result<Config, ConfigError> {
         let mut cfg = match &o.config {

@@ -168,6 +168,68 @@ pub fn spare_capacity(
     Ok(())
 }
 
+/// The job gate as one component: [`spare_capacity`] with its memory, whether jobs are
+/// paused (a paused job resumes only below the resume thresholds) and which instance ran the
+/// latest batch (its state is the jobs' doing for [`JOB_INSTANCE_MEMORY_MS`]). The
+/// controller's job runner and the simulator's engine each keep one, with the same
+/// [`SpareCapacity`] (the controller's `job_max_online_utilisation` and the defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobGate {
+    config: SpareCapacity,
+    paused: bool,
+    /// The instance of the latest batch and when it ran, ms.
+    own: Option<(String, f64)>,
+}
+
+impl JobGate {
+    pub fn new(config: SpareCapacity) -> Self {
+        JobGate {
+            config,
+            paused: false,
+            own: None,
+        }
+    }
+
+    pub fn config(&self) -> &SpareCapacity {
+        &self.config
+    }
+
+    /// Whether jobs are paused.
+    pub fn paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The instance that ran a job's latest batch, while its state may still be that batch's
+    /// doing at `now_ms`.
+    pub fn own_instance(&self, now_ms: f64) -> Option<&str> {
+        self.own
+            .as_ref()
+            .filter(|(_, at)| now_ms - at <= JOB_INSTANCE_MEMORY_MS)
+            .map(|(id, _)| id.as_str())
+    }
+
+    /// Records that a job's batch runs on instance `id` at `now_ms`.
+    pub fn ran_on(&mut self, id: &str, now_ms: f64) {
+        self.own = Some((id.to_string(), now_ms));
+    }
+
+    /// Whether a job's batch may run at `now_ms`, with the cluster `s` and the online load of
+    /// the last window: `Ok` resumes paused jobs, `Err` (why) pauses them.
+    pub fn check(&mut self, s: &Snapshot, online: &OnlineLoad, now_ms: f64) -> Result<(), String> {
+        let own = self.own_instance(now_ms).map(str::to_owned);
+        let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
+        let verdict = spare_capacity(s, online, &self.config, self.paused, &jobs_on);
+        self.paused = verdict.is_err();
+        verdict
+    }
+
+    /// Pauses jobs for what a batch found (an instance that refused it); returns whether they
+    /// were running.
+    pub fn pause(&mut self) -> bool {
+        !std::mem::replace(&mut self.paused, true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use infaas_core::HardwareKind::Cpu;
@@ -301,5 +363,40 @@ mod tests {
         assert!(spare_capacity(&s, &load(0.1, 0.05), &cfg, false, &["i"]).is_err());
         assert!(spare_capacity(&s, &load(0.5, 0.0), &cfg, false, &["i"]).is_err());
         assert!(spare_capacity(&s, &load(0.1, 0.0), &cfg, false, &["other"]).is_err());
+    }
+
+    #[test]
+    fn the_gate_pauses_resumes_below_the_lower_threshold_and_remembers_its_instance() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("acme", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w = b.add_worker(worker("w", &[Cpu], 0.1)).unwrap();
+        let mut s = b.build();
+        let cores = s.workers()[w].cores as f64;
+        let load = |busy_fraction: f64, miss: f64| OnlineLoad {
+            busy_s_per_s: busy_fraction * cores,
+            qps: 100.0,
+            slo_miss_rate: miss,
+        };
+        let i = s.add_instance(instance("i", v, w)).unwrap();
+        s.set_instance_load(i, 0, 50.0).unwrap();
+        let mut busy = s.clone();
+        busy.set_instance_state(i, InstanceState::Overloaded)
+            .unwrap();
+        let mut g = JobGate::new(SpareCapacity::default());
+        assert!(g.check(&s, &load(0.1, 0.0), 0.0).is_ok() && !g.paused());
+        // Above 40 % of the cores: paused; at 35 % (above 0.75 x 40 %) still paused.
+        assert!(g.check(&s, &load(0.5, 0.0), 1.0).is_err() && g.paused());
+        assert!(g.check(&s, &load(0.35, 0.0), 2.0).is_err());
+        assert!(g.check(&s, &load(0.25, 0.0), 3.0).is_ok() && !g.paused());
+        // An Overloaded instance pauses jobs unless it ran their latest batch lately.
+        assert!(g.check(&busy, &load(0.1, 0.0), 4.0).is_err());
+        assert!(g.check(&s, &load(0.1, 0.0), 5.0).is_ok());
+        g.ran_on("i", 5.0);
+        assert_eq!(g.own_instance(5.0 + JOB_INSTANCE_MEMORY_MS), Some("i"));
+        assert!(g.check(&busy, &load(0.1, 0.0), 6.0).is_ok());
+        let later = 5.0 + JOB_INSTANCE_MEMORY_MS + 1.0;
+        assert_eq!(g.own_instance(later), None);
+        assert!(g.check(&busy, &load(0.1, 0.0), later).is_err());
+        assert!(!g.pause(), "already paused");
     }
 }

@@ -16,8 +16,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
 use infaas_scheduler::offline::{
-    job_placement, job_variant, spare_capacity, JobPlacement, OnlineLoad, SpareCapacity,
-    JOB_INSTANCE_MEMORY_MS,
+    job_placement, job_variant, JobGate, JobPlacement, OnlineLoad, SpareCapacity,
 };
 use infaas_scheduler::Target;
 use infaas_scheduler::{
@@ -536,10 +535,10 @@ struct Engine<'t> {
     offline: Vec<JobReport>,
     /// The job whose batch is in flight, and its rows not done yet.
     job_in_flight: Option<(usize, u64)>,
-    job_paused: bool,
+    /// The scheduler's job gate (paused or not, the instance of the latest batch), as the
+    /// controller's job runner keeps it.
+    job_gate: JobGate,
     job_paused_since: Option<f64>,
-    /// The instance that ran the latest job batch, and when it was sent there.
-    job_instance: Option<(usize, f64)>,
     /// Per worker: when an instance on it was last Interfered.
     interference_at_ms: HashMap<usize, f64>,
     job_polling: bool,
@@ -670,9 +669,8 @@ impl<'t> Engine<'t> {
                 })
                 .collect(),
             job_in_flight: None,
-            job_paused: false,
+            job_gate: JobGate::new(SpareCapacity::default()),
             job_paused_since: None,
-            job_instance: None,
             interference_at_ms: HashMap::new(),
             job_polling: false,
             online_window: OnlineTally::default(),
@@ -1431,22 +1429,13 @@ impl<'t> Engine<'t> {
         else {
             return;
         };
-        // The instance of the latest batch is the job's own (its state is the job's doing).
-        let own = self
-            .job_instance
-            .filter(|&(_, at)| now - at <= JOB_INSTANCE_MEMORY_MS)
-            .map(|(e, _)| format!("i{e}"));
-        let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
-        let gate = spare_capacity(
-            &self.snapshot,
-            &self.online,
-            &SpareCapacity::default(),
-            self.job_paused,
-            &jobs_on,
-        );
-        if gate.is_err() {
-            if !self.job_paused {
-                self.job_paused = true;
+        let was_paused = self.job_gate.paused();
+        if self
+            .job_gate
+            .check(&self.snapshot, &self.online, now)
+            .is_err()
+        {
+            if !was_paused {
                 self.job_paused_since = Some(now);
             }
             self.poll_jobs();
@@ -1455,7 +1444,9 @@ impl<'t> Engine<'t> {
         if let Some(since) = self.job_paused_since.take() {
             self.offline[j].paused_s += (now - since) / 1e3;
         }
-        self.job_paused = false;
+        // The instance of the latest batch is the job's own (its state is the job's doing).
+        let own = self.job_gate.own_instance(now).map(str::to_owned);
+        let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
         let app = self.offline[j].app.clone();
         let Some(vi) = job_variant(
             &self.snapshot,
@@ -1501,7 +1492,7 @@ impl<'t> Engine<'t> {
             });
         }
         self.job_in_flight = Some((j, n));
-        self.job_instance = Some((e, now));
+        self.job_gate.ran_on(&format!("i{e}"), now);
         self.start_batch(e);
         self.report_queue(e);
     }

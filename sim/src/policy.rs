@@ -743,6 +743,7 @@ impl Policy for Infaas {
                 slo_ms: *slo,
                 min_accuracy: None,
                 busy: false,
+                overloaded_lately: false,
             })
             .collect();
         let period = model_period(

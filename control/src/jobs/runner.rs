@@ -8,13 +8,10 @@
 //! per cost (largest efficient batch) and batches are as large as its max batch.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use infaas_scheduler::offline::{
-    job_placement, job_variant, spare_capacity, JobPlacement, SpareCapacity, JOB_INSTANCE_MEMORY_MS,
-};
+use infaas_scheduler::offline::{job_placement, job_variant, JobGate, JobPlacement};
 use infaas_scheduler::{InFlightGuard, Target};
 use infaas_store::db::jobs::state;
 use infaas_store::{Chunk, Job};
@@ -29,8 +26,6 @@ use crate::serving::load_request;
 
 /// Parsed input objects kept between chunks (a chunk is a slice of one object).
 const CACHED_OBJECTS: usize = 2;
-/// [`JOB_INSTANCE_MEMORY_MS`] on the wall clock.
-const JOB_INSTANCE_MEMORY: Duration = Duration::from_millis(JOB_INSTANCE_MEMORY_MS as u64);
 /// Pause between passes when there is nothing to do.
 const IDLE: Duration = Duration::from_millis(200);
 
@@ -54,20 +49,20 @@ pub struct JobRunner {
     state: ControlPlane,
     /// This runner's name in chunk leases.
     id: String,
-    paused: AtomicBool,
-    /// The instance (index id) that ran the latest batch of a model job, and when.
-    job_instance: Mutex<Option<(String, Instant)>>,
+    /// The scheduler's job gate (paused or not, the instance of the latest batch), on the
+    /// wall clock in ms.
+    gate: Mutex<JobGate>,
     cache: Mutex<VecDeque<(String, ParsedObject)>>,
     http: reqwest::Client,
 }
 
 impl JobRunner {
     pub fn new(state: ControlPlane) -> Arc<JobRunner> {
+        let gate = Mutex::new(JobGate::new(state.config.job_gate()));
         Arc::new(JobRunner {
             state,
             id: format!("controller-{}", uuid::Uuid::new_v4()),
-            paused: AtomicBool::new(false),
-            job_instance: Mutex::new(None),
+            gate,
             cache: Mutex::new(VecDeque::new()),
             // Webhooks are not followed through redirects (a redirect could lead anywhere).
             http: reqwest::Client::builder()
@@ -96,32 +91,23 @@ impl JobRunner {
         }
     }
 
+    fn lock_gate(&self) -> std::sync::MutexGuard<'_, JobGate> {
+        self.gate.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether jobs may run now ([`JobGate::check`] on the cluster and the online load).
     fn gate(&self) -> Result<(), String> {
-        let cfg = SpareCapacity {
-            max_online_utilisation: self.state.config.job_max_online_utilisation,
-            ..SpareCapacity::default()
-        };
         let snapshot = self.state.cluster.snapshot();
         let online = self.state.cluster.online.load();
-        let own = self.own_instance();
-        spare_capacity(
-            &snapshot,
-            &online,
-            &cfg,
-            self.paused.load(Ordering::Relaxed),
-            &own.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
+        let now = infaas_core::time::now_ms() as f64;
+        self.lock_gate().check(&snapshot, &online, now)
     }
 
     /// The instance that ran a model job's latest batch, while its state may still be that
-    /// batch's doing ([`JOB_INSTANCE_MEMORY_MS`]).
+    /// batch's doing.
     fn own_instance(&self) -> Option<String> {
-        self.job_instance
-            .lock()
-            .ok()
-            .and_then(|j| j.clone())
-            .filter(|(_, at)| at.elapsed() <= JOB_INSTANCE_MEMORY)
-            .map(|(id, _)| id)
+        let now = infaas_core::time::now_ms() as f64;
+        self.lock_gate().own_instance(now).map(str::to_owned)
     }
 
     /// One pass: returns whether a chunk was completed.
@@ -130,11 +116,11 @@ impl JobRunner {
         if jobs.is_empty() {
             return Ok(false);
         }
+        let was_paused = self.lock_gate().paused();
         if let Err(why) = self.gate() {
-            self.pause_all(&jobs, &why).await;
+            self.pause_all(&jobs, &why, !was_paused).await;
             return Ok(false);
         }
-        self.paused.store(false, Ordering::Relaxed);
         for job in &jobs {
             if self.advance(job).await? {
                 return Ok(true);
@@ -143,8 +129,9 @@ impl JobRunner {
         Ok(false)
     }
 
-    async fn pause_all(&self, jobs: &[Job], why: &str) {
-        if !self.paused.swap(true, Ordering::Relaxed) {
+    /// Marks `jobs` paused for `why` (`newly`: they were running until now).
+    async fn pause_all(&self, jobs: &[Job], why: &str, newly: bool) {
+        if newly {
             tracing::info!(reason = %why, "offline jobs paused for online load");
         }
         let now = infaas_core::time::now_ms();
@@ -193,8 +180,9 @@ impl JobRunner {
                 db.release_chunk(&job.id, chunk.index).await?;
                 match stop {
                     Stop::Pause(why) => {
+                        let newly = self.lock_gate().pause();
                         if let Ok(jobs) = db.unfinished_jobs().await {
-                            self.pause_all(&jobs, &why).await;
+                            self.pause_all(&jobs, &why, newly).await;
                         }
                     }
                     Stop::Retry(why) => {
@@ -428,9 +416,10 @@ impl JobRunner {
             let handle = cluster
                 .handle(&worker.id)
                 .ok_or_else(|| Stop::Retry(format!("worker {} left", worker.id)))?;
-            if let Ok(mut j) = self.job_instance.lock() {
-                *j = Some((instance_id(&worker.id, &v.id), Instant::now()));
-            }
+            self.lock_gate().ran_on(
+                &instance_id(&worker.id, &v.id),
+                infaas_core::time::now_ms() as f64,
+            );
             let n = v.max_batch.max(1).min(end - at);
             let inputs = schema::adapt(items.slice(at, n), &served.inputs);
             let lr = load_request(&served);

@@ -13,6 +13,8 @@
 //!   it forecasts over the next ten seconds judges when threads added to an instance become
 //!   base-thread replicas (the vertical-to-horizontal switch, Themis §5.1.3), once it has seen
 //!   ten seconds of arrivals;
+//! - when one of its instances was last Overloaded: for the peak hold after that, it gives
+//!   nothing back (the profile overstates what its instances serve on this machine);
 //!
 //! and per instance, by id, its consecutive Interfered periods ([`InterferenceCounter`]) and
 //! since when it has been in its state (the first period that saw the state: scale-in waits
@@ -119,6 +121,8 @@ struct FamilySignals {
     stability: Stability,
     /// Its forecaster and the periods it has seen.
     forecaster: Option<(AutoForecaster, usize)>,
+    /// When one of its instances was last Overloaded, ms.
+    overloaded_at_ms: Option<f64>,
 }
 
 /// What one family's signals said in a period (for the caller's records).
@@ -130,6 +134,8 @@ pub struct Signal {
     pub stable_periods: usize,
     /// The highest rate forecast over the next horizon, once the forecaster has seen one.
     pub forecast_max_qps: Option<f64>,
+    /// One of its instances was Overloaded within the peak hold.
+    pub overloaded_lately: bool,
 }
 
 /// See the module documentation.
@@ -156,8 +162,9 @@ impl<K: Ord + Clone> ModelLoop<K> {
         &self.config
     }
 
-    /// Feeds one period's arrivals of a family and returns what its signals say now.
-    fn observe(&mut self, key: &K, rows_per_s: f64) -> Signal {
+    /// Feeds one period's arrivals of a family (and whether one of its instances is
+    /// Overloaded, at `now_ms`) and returns what its signals say now.
+    fn observe(&mut self, key: &K, rows_per_s: f64, overloaded: bool, now_ms: f64) -> Signal {
         let rate = if rows_per_s.is_finite() {
             rows_per_s.max(0.0)
         } else {
@@ -186,7 +193,15 @@ impl<K: Ord + Clone> ModelLoop<K> {
                     })
                     .flatten()
                     .map(|f| (f, 0)),
+                overloaded_at_ms: None,
             });
+        if overloaded {
+            f.overloaded_at_ms = Some(now_ms);
+        }
+        let hold_ms = self.config.period.scaling.peak_hold_ms;
+        let overloaded_lately = f
+            .overloaded_at_ms
+            .is_some_and(|t| overloaded || now_ms - t < hold_ms);
         let load_qps = f.load.observe(rate, hold);
         let stable_periods = f.stability.observe(load_qps);
         let forecast_max_qps = f.forecaster.as_mut().and_then(|(fc, seen)| {
@@ -198,6 +213,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
             load_qps,
             stable_periods,
             forecast_max_qps,
+            overloaded_lately,
         }
     }
 
@@ -234,9 +250,17 @@ impl<K: Ord + Clone> ModelLoop<K> {
             .retain(|k, _| families.iter().any(|f| &f.key == k));
         let ages_ms = self.observe_states(input.snapshot, input.now_ms);
         self.interference.observe_snapshot(input.snapshot);
+        let s = input.snapshot;
         let signals: Vec<Signal> = families
             .iter()
-            .map(|f| self.observe(&f.key, f.rows_per_s))
+            .map(|f| {
+                let overloaded = f.instances.iter().any(|&i| {
+                    s.instances()
+                        .get(i)
+                        .is_some_and(|i| i.state == InstanceState::Overloaded)
+                });
+                self.observe(&f.key, f.rows_per_s, overloaded, input.now_ms)
+            })
             .collect();
         let states: Vec<FamilyState> = families
             .iter()
@@ -251,6 +275,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
                 slo_ms: f.slo_ms,
                 min_accuracy: f.min_accuracy,
                 busy: f.busy,
+                overloaded_lately: s.overloaded_lately,
             })
             .collect();
         let interfered = self.interference.periods_of(input.snapshot);
@@ -311,7 +336,7 @@ mod tests {
         let mut l: ModelLoop<&str> = ModelLoop::new(config(true));
         let mut seen = Vec::new();
         for rate in [10.0, 100.0, 10.0, 10.0, 10.0, 10.0] {
-            seen.push(l.observe(&"m", rate));
+            seen.push(l.observe(&"m", rate, false, 0.0));
         }
         // The peak of 100 is held for three periods (this one and the two before), then the
         // moving average of the falling rate is planned for.
@@ -322,13 +347,27 @@ mod tests {
         assert!(seen.iter().all(|s| s.forecast_max_qps.is_none()));
         // The horizon is ten periods: the seventh to ninth still give none, the tenth one.
         for _ in 6..9 {
-            assert!(l.observe(&"m", 10.0).forecast_max_qps.is_none());
+            assert!(l.observe(&"m", 10.0, false, 0.0).forecast_max_qps.is_none());
         }
-        let tenth = l.observe(&"m", 10.0).forecast_max_qps.unwrap();
+        let tenth = l.observe(&"m", 10.0, false, 0.0).forecast_max_qps.unwrap();
         assert!(tenth > 0.0 && tenth <= 100.0, "{tenth}");
         // Without forecasts, never one.
         let mut off: ModelLoop<&str> = ModelLoop::new(config(false));
-        assert!((0..20).all(|_| off.observe(&"m", 10.0).forecast_max_qps.is_none()));
+        assert!((0..20).all(|_| off
+            .observe(&"m", 10.0, false, 0.0)
+            .forecast_max_qps
+            .is_none()));
+    }
+
+    #[test]
+    fn a_family_overloaded_within_the_peak_hold_gives_nothing_back() {
+        // The peak hold is 3 s here.
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+        assert!(!l.observe(&"m", 10.0, false, 0.0).overloaded_lately);
+        assert!(l.observe(&"m", 10.0, true, 1_000.0).overloaded_lately);
+        assert!(l.observe(&"m", 10.0, false, 3_999.0).overloaded_lately);
+        assert!(!l.observe(&"m", 10.0, false, 4_000.0).overloaded_lately);
+        assert!(l.observe(&"m", 10.0, true, 5_000.0).overloaded_lately);
     }
 
     #[test]

@@ -57,6 +57,11 @@ pub struct FamilyState<'a> {
     pub min_accuracy: Option<f64>,
     /// An action of this family is under way: it is left alone.
     pub busy: bool,
+    /// One of its instances was Overloaded within the peak hold: it gives nothing back this
+    /// period (only actions that add capacity). Its instances' profiled capacity is more than
+    /// they served then, so a headroom computed from the profile would remove what the next
+    /// busy second needs (on the real server, a replica the query path then loads again).
+    pub overloaded_lately: bool,
 }
 
 /// The load one family's instances at base threads must serve, as handed to the planner (and
@@ -262,7 +267,9 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
                         a.kind,
                         ActionKind::Replicate { .. } | ActionKind::Upgrade { .. }
                     );
-                    if let Some(f) = of_action(a).filter(|f| adds || !grown.contains(f)) {
+                    let holds =
+                        |f: &usize| grown.contains(f) || input.families[*f].overloaded_lately;
+                    if let Some(f) = of_action(a).filter(|f| adds || !holds(f)) {
                         out.actions.push((f, a.clone()));
                     }
                 }
@@ -450,6 +457,7 @@ mod tests {
             slo_ms: None,
             min_accuracy: None,
             busy: false,
+            overloaded_lately: false,
         }];
         let input = PeriodInput {
             snapshot: &s,
@@ -502,6 +510,7 @@ mod tests {
             slo_ms: None,
             min_accuracy: None,
             busy: false,
+            overloaded_lately: false,
         }];
         let input = PeriodInput {
             snapshot: &s,
