@@ -5,6 +5,7 @@
 //! above.
 
 use infaas_core::stats::select_percentile;
+use infaas_scheduler::pipeline::tuner::in_window;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -402,14 +403,17 @@ impl PipelineActivity {
         self.with(tenant, name, |a| a.overhead.iter().copied().collect())
     }
 
-    /// Arrivals of the last `window_ms` (ms since the Unix epoch), oldest first.
+    /// Arrivals of the last `window_ms` (ms since the Unix epoch), oldest first: [`Self::arrivals_at`]
+    /// at the wall clock's now (or the newest arrival, if later).
     pub fn arrivals(&self, tenant: &str, name: &str, window_ms: f64) -> Vec<f64> {
         let now = infaas_core::time::now_ms() as f64;
         let last = self.with(tenant, name, |a| a.arrivals.back().copied().unwrap_or(0.0));
         self.arrivals_at(tenant, name, now.max(last), window_ms)
     }
 
-    /// Arrivals from `now_ms - window_ms` (included) to `now_ms` (included), oldest first.
+    /// Arrivals from `now_ms - window_ms` (included) to `now_ms` (included), oldest first: the
+    /// tuner's boundary convention ([`infaas_scheduler::pipeline::tuner::in_window`]), so the
+    /// tuner loop and the simulator's replay read the same window.
     pub fn arrivals_at(&self, tenant: &str, name: &str, now_ms: f64, window_ms: f64) -> Vec<f64> {
         self.with(tenant, name, |a| {
             // Newest first, stopping at the window's start: the deque holds an hour of
@@ -420,7 +424,7 @@ impl PipelineActivity {
                 .rev()
                 .copied()
                 .skip_while(|t| *t > now_ms)
-                .take_while(|t| now_ms - t <= window_ms)
+                .take_while(|&t| in_window(t, now_ms, window_ms))
                 .collect();
             recent.reverse();
             recent

@@ -1,16 +1,17 @@
-//! The tuner loop: once a second, for every pipeline whose plan was applied on this
-//! controller, InferLine's reactive scaler ([`infaas_scheduler::pipeline::Tuner`]) compares
-//! the traffic envelope of the pipeline's last 60 s of arrivals with the planned one and sets
-//! each node's replicas: out at once when the observed envelope exceeds the plan, in only after
-//! the load has stayed low for the stabilisation period (15 s), never below the plan. Replicas
-//! are instances of the node's planned variant on distinct workers (as many as can host it).
-//! When the envelope has exceeded the plan for longer than the re-plan period (300 s), the
-//! pipeline is planned again in the background on its recorded arrivals, and applied. An
-//! applied plan keeps its tuner's configuration, so a restarted controller tunes again.
+//! The tuner loop: every [`TUNER_PERIOD`] (1 s), for every pipeline whose plan was applied on
+//! this controller, InferLine's reactive scaler ([`infaas_scheduler::pipeline::Tuner`])
+//! compares the traffic envelope of the pipeline's last 60 s of arrivals ([`TUNER_WINDOW_MS`],
+//! both ends included) with the planned one and sets each node's replicas: out at once when the
+//! observed envelope exceeds the plan, in only after the load has stayed low for the
+//! stabilisation period (15 s), never below the plan. Replicas are instances of the node's
+//! planned variant on distinct workers (as many as can host it). When the envelope has exceeded
+//! the plan for longer than the re-plan period (300 s), the pipeline is planned again in the
+//! background on its recorded arrivals, and applied. An applied plan keeps its tuner's
+//! configuration, so a restarted controller tunes again.
 
 use std::time::Duration;
 
-use infaas_scheduler::pipeline::tuner::TunerAction;
+use infaas_scheduler::pipeline::tuner::{TunerAction, TUNER_PERIOD_MS, TUNER_WINDOW_MS};
 use infaas_store::db::NewScalingEvent;
 use tokio_util::sync::CancellationToken;
 
@@ -19,9 +20,9 @@ use super::replicas::{provision, replicas_of, served_named, shrink};
 pub use super::tuners::{Decision, Tuners};
 use crate::platform::ControlPlane;
 
-/// How often the tuner decides (the simulator's replay decides at the same period).
-pub const TUNER_PERIOD: Duration =
-    Duration::from_millis(infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS as u64);
+/// How often the tuner decides: [`TUNER_PERIOD_MS`], at which the simulator's replay decides
+/// too.
+pub const TUNER_PERIOD: Duration = Duration::from_millis(TUNER_PERIOD_MS as u64);
 
 /// Runs the tuner loop until `shutdown`.
 pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
@@ -35,12 +36,9 @@ pub async fn run(state: ControlPlane, shutdown: CancellationToken) {
         }
         let now = infaas_core::time::now_ms() as f64;
         let decisions = state.pipelines.tuners.decide(now, |tenant, name| {
-            state.pipelines.arrivals_at(
-                tenant,
-                name,
-                now,
-                infaas_scheduler::pipeline::tuner::MAX_WINDOW_MS,
-            )
+            state
+                .pipelines
+                .arrivals_at(tenant, name, now, TUNER_WINDOW_MS)
         });
         for d in decisions {
             for (variant, target) in &d.targets {

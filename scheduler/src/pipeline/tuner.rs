@@ -36,8 +36,10 @@
 //! than the re-plan period (300 s by default), [`Tuner::drift`] says so, and the caller should
 //! plan again (in the background) on recent arrivals.
 //!
-//! The controller calls [`Tuner::decide`] about once a second with the arrivals of the last
-//! 60 s (or feeds arrivals with [`Tuner::observe`] and calls [`Tuner::decide_observed`]).
+//! **Cadence and window**: the controller's tuner loop and the simulator's replay both call
+//! [`Tuner::decide`] every [`TUNER_PERIOD_MS`] (1 s) with the arrivals of the last
+//! [`TUNER_WINDOW_MS`] (60 s), both ends included ([`in_window`], [`window`]); one can also
+//! feed arrivals with [`Tuner::observe`] and call [`Tuner::decide_observed`].
 
 use std::collections::VecDeque;
 
@@ -50,14 +52,26 @@ use super::{
 /// The largest envelope window, ms.
 pub const MAX_WINDOW_MS: f64 = 60_000.0;
 
-/// How often the tuner decides, ms: the controller's tuner loop and the simulator's replay both
-/// call [`Tuner::decide`] at this period.
+/// How often the tuner decides, ms: the controller's tuner loop (`TUNER_PERIOD`) and the
+/// simulator's replay (`ReplayOptions::tick_ms`, by default) both call [`Tuner::decide`] at
+/// this period.
 pub const TUNER_PERIOD_MS: f64 = 1_000.0;
 
-/// The arrivals a decision at `now_ms` reads (the last [`MAX_WINDOW_MS`], its start included,
-/// up to `now_ms` included) out of `arrivals_ms` (ascending).
+/// How far back a decision reads arrivals, ms: the largest envelope window.
+pub const TUNER_WINDOW_MS: f64 = MAX_WINDOW_MS;
+
+/// Whether an arrival at `t_ms` is in the window of `window_ms` that ends at `now_ms`: the one
+/// boundary convention of the tuner's callers, **both ends included**, `now_ms - window_ms <=
+/// t_ms <= now_ms` (an arrival exactly `window_ms` old still counts).
+pub fn in_window(t_ms: f64, now_ms: f64, window_ms: f64) -> bool {
+    t_ms >= now_ms - window_ms && t_ms <= now_ms
+}
+
+/// The arrivals a decision at `now_ms` reads out of `arrivals_ms` (ascending): those
+/// [`in_window`] of [`TUNER_WINDOW_MS`] ending at `now_ms`. [`Tuner::decide`] applies it to
+/// what it is given, so a caller may pass more, never less.
 pub fn window(arrivals_ms: &[f64], now_ms: f64) -> &[f64] {
-    let from = arrivals_ms.partition_point(|&t| t < now_ms - MAX_WINDOW_MS);
+    let from = arrivals_ms.partition_point(|&t| t < now_ms - TUNER_WINDOW_MS);
     let to = arrivals_ms.partition_point(|&t| t <= now_ms);
     &arrivals_ms[from..to.max(from)]
 }
@@ -386,7 +400,7 @@ impl Tuner {
             while self
                 .buffer
                 .front()
-                .is_some_and(|&t| t < newest - MAX_WINDOW_MS)
+                .is_some_and(|&t| t < newest - TUNER_WINDOW_MS)
             {
                 self.buffer.pop_front();
             }
@@ -398,7 +412,7 @@ impl Tuner {
         while self
             .buffer
             .front()
-            .is_some_and(|&t| t < now_ms - MAX_WINDOW_MS)
+            .is_some_and(|&t| t < now_ms - TUNER_WINDOW_MS)
         {
             self.buffer.pop_front();
         }
@@ -407,7 +421,7 @@ impl Tuner {
     }
 
     /// One decision at `now_ms` from the arrivals of the last 60 s (`recent_ms`, ascending;
-    /// older ones are ignored): the target replicas per node.
+    /// those outside [`window`] are ignored): the target replicas per node.
     pub fn decide(&mut self, now_ms: f64, recent_ms: &[f64]) -> Vec<usize> {
         let recent = window(recent_ms, now_ms);
         let c = &self.config;
@@ -516,6 +530,25 @@ mod tests {
             scale_down_horizon_ms: 30_000.0,
             replan_after_ms: 300_000.0,
             max_replicas: 100,
+        }
+    }
+
+    #[test]
+    fn the_window_includes_both_ends() {
+        let a = [0.0, 999.0, 1_000.0, 60_999.0, 61_000.0, 61_001.0];
+        // At 61 s: from 1 s (included) to 61 s (included).
+        assert_eq!(window(&a, 61_000.0), &[1_000.0, 60_999.0, 61_000.0]);
+        assert!(in_window(1_000.0, 61_000.0, TUNER_WINDOW_MS));
+        assert!(!in_window(999.0, 61_000.0, TUNER_WINDOW_MS));
+        assert!(!in_window(61_001.0, 61_000.0, TUNER_WINDOW_MS));
+        // `window` is `in_window` on sorted arrivals.
+        for now in [0.0, 999.0, 60_999.0, 61_000.5, 200_000.0] {
+            let kept: Vec<f64> = a
+                .iter()
+                .copied()
+                .filter(|&t| in_window(t, now, TUNER_WINDOW_MS))
+                .collect();
+            assert_eq!(window(&a, now), kept.as_slice(), "at {now}");
         }
     }
 

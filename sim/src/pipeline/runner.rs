@@ -1,7 +1,7 @@
 //! The runner: a live trace replayed on a configuration, the tuner driving replicas.
 
 use infaas_core::stats::select_percentile;
-use infaas_scheduler::pipeline::tuner::{window, TunerAction};
+use infaas_scheduler::pipeline::tuner::{window, TunerAction, TUNER_PERIOD_MS};
 use infaas_scheduler::pipeline::{NodeConfig, PlanProblem, Tuner, TunerConfig};
 use serde::Serialize;
 
@@ -15,11 +15,23 @@ pub struct ReplayOptions {
     pub policy: String,
     /// The tuner driving replicas (`None`: the configuration's replicas throughout).
     pub tuner: Option<TunerConfig>,
-    /// Period of the tuner's decisions, ms: [`TUNER_PERIOD_MS`](infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS), the controller's, unless a
-    /// run asks otherwise.
+    /// Period of the tuner's decisions, ms: [`TUNER_PERIOD_MS`], the controller's, by default
+    /// (another period makes the replay decide unlike the controller).
     pub tick_ms: f64,
     /// Seed of the branch draws.
     pub seed: u64,
+}
+
+impl Default for ReplayOptions {
+    /// No tuner, the controller's tuner period, seed 0.
+    fn default() -> ReplayOptions {
+        ReplayOptions {
+            policy: String::new(),
+            tuner: None,
+            tick_ms: TUNER_PERIOD_MS,
+            seed: 0,
+        }
+    }
 }
 
 /// One second of a replay (queries counted in the second they arrived).
@@ -58,6 +70,10 @@ pub struct ReplayReport {
     pub max_replicas: Vec<usize>,
     pub mean_replicas: Vec<f64>,
     pub series: Vec<ReplaySecond>,
+    /// The tuner's decisions, in order (empty without a tuner): one a tick, as
+    /// [`tuner_decisions`] makes them. Not serialized (one entry a second).
+    #[serde(skip)]
+    pub tuner_decisions: Vec<TunerDecision>,
 }
 
 /// A replica position of a node over time: intervals of (billed from, serving from, until).
@@ -83,13 +99,22 @@ impl Slot {
 }
 
 /// Replicas of each node over time: the tuner's decisions turned into slots.
+struct Schedule {
+    slots: Vec<Vec<Slot>>,
+    scale_outs: usize,
+    scale_ins: usize,
+    drift_at_s: Option<f64>,
+    decisions: Vec<TunerDecision>,
+}
+
+/// The tuner's decisions over the replay and the replicas they hold.
 fn schedule(
     problem: &PlanProblem,
     configs: &[NodeConfig],
     arrivals: &[f64],
     end_ms: f64,
     opts: &ReplayOptions,
-) -> (Vec<Vec<Slot>>, usize, usize, Option<f64>) {
+) -> Schedule {
     let mut slots: Vec<Vec<Slot>> = configs
         .iter()
         .map(|c| {
@@ -102,7 +127,10 @@ fn schedule(
         })
         .collect();
     let (mut outs, mut ins, mut drift_at) = (0, 0, None);
-    if let Some(config) = &opts.tuner {
+    let decisions = opts.tuner.as_ref().map_or_else(Vec::new, |config| {
+        tuner_decisions(config, arrivals, end_ms, opts.tick_ms)
+    });
+    if opts.tuner.is_some() {
         let mut current: Vec<usize> = configs.iter().map(|c| c.replicas).collect();
         let load_ms: Vec<f64> = problem
             .nodes
@@ -110,8 +138,8 @@ fn schedule(
             .zip(configs)
             .map(|(n, c)| n.options.get(c.option).map_or(0.0, |o| o.variant.load_ms))
             .collect();
-        for d in tuner_decisions(config, arrivals, end_ms, opts.tick_ms) {
-            let (now, target) = (d.at_ms, d.targets);
+        for d in &decisions {
+            let (now, target) = (d.at_ms, &d.targets);
             if d.drift && drift_at.is_none() {
                 drift_at = Some(now / 1e3);
             }
@@ -142,24 +170,33 @@ fn schedule(
             ins += usize::from(changed.1);
         }
     }
-    (slots, outs, ins, drift_at)
+    Schedule {
+        slots,
+        scale_outs: outs,
+        scale_ins: ins,
+        drift_at_s: drift_at,
+        decisions,
+    }
 }
 
 /// One decision of the tuner in a replay.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TunerDecision {
     /// When, ms from the trace's start.
     pub at_ms: f64,
     /// Target replicas per node.
     pub targets: Vec<usize>,
+    /// What the decision did.
     pub action: TunerAction,
     /// The tuner reported drift (a re-plan is due).
     pub drift: bool,
 }
 
 /// The tuner's decisions over `arrivals_ms` (ascending) as a replay makes them: every
-/// `tick_ms` (the controller's [`TUNER_PERIOD_MS`](infaas_scheduler::pipeline::tuner::TUNER_PERIOD_MS) unless a run asks otherwise) from one tick
-/// until one tick past `end_ms`, each on the arrivals of the tuner's [`window`].
+/// `tick_ms` ([`TUNER_PERIOD_MS`], the controller's period, unless a run asks otherwise) from
+/// one tick until one tick past `end_ms`, each on the arrivals of the tuner's [`window`] (the
+/// last 60 s, both ends included, as the controller's `PipelineActivity::arrivals_at`).
+/// [`replay`] records them in [`ReplayReport::tuner_decisions`].
 pub fn tuner_decisions(
     config: &TunerConfig,
     arrivals_ms: &[f64],
@@ -230,8 +267,13 @@ pub fn replay(
     let n = arrivals_ms.len();
     let end_ms = arrivals_ms.last().copied().unwrap_or(0.0);
     let routing = reach(problem, n, opts.seed);
-    let (mut slots, scale_outs, scale_ins, drift_at_s) =
-        schedule(problem, configs, arrivals_ms, end_ms, opts);
+    let Schedule {
+        mut slots,
+        scale_outs,
+        scale_ins,
+        drift_at_s,
+        decisions: tuner_decisions,
+    } = schedule(problem, configs, arrivals_ms, end_ms, opts);
     let mut comp: Vec<Vec<f64>> = vec![vec![f64::NEG_INFINITY; n]; problem.nodes.len()];
     let mut done: Vec<f64> = arrivals_ms.to_vec();
     let mut queue: Vec<(f64, u32)> = Vec::new();
@@ -365,5 +407,6 @@ pub fn replay(
         max_replicas,
         mean_replicas,
         series,
+        tuner_decisions,
     }
 }
