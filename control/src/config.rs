@@ -324,23 +324,15 @@ impl AutoscaleConfig {
     ///
     /// [`PeriodConfig::platform`]: infaas_scheduler::autoscale::PeriodConfig::platform
     pub fn loop_config(&self) -> infaas_scheduler::autoscale::LoopConfig {
-        use infaas_scheduler::autoscale::{
-            LoopConfig, MigrationConfig, PeriodConfig, VerticalConfig,
-        };
+        use infaas_scheduler::autoscale::{LoopConfig, PeriodConfig};
+        let mut period = PeriodConfig::platform(self.scaling());
+        period.vertical_enabled = self.vertical;
+        period.vertical.max_threads = self.vertical_max_threads;
+        period.vertical.parallel_fraction = self.vertical_parallel_fraction;
+        period.vertical.stable_periods = self.stable_periods;
+        period.migration.periods = self.migration_periods;
         LoopConfig {
-            period: PeriodConfig {
-                scaling: self.scaling(),
-                vertical_enabled: self.vertical,
-                vertical: VerticalConfig {
-                    max_threads: self.vertical_max_threads,
-                    parallel_fraction: self.vertical_parallel_fraction,
-                    headroom: self.slack,
-                    stable_periods: self.stable_periods,
-                },
-                migration: MigrationConfig {
-                    periods: self.migration_periods,
-                },
-            },
+            period,
             period_ms: self.model_interval_ms as f64,
             forecast: true,
         }

@@ -205,14 +205,14 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             // (it sends further queries to the others), not a shortage: no threads are added.
             // (Adding them there made the fullest instance take threads and the next period
             // give them back, again and again, while spare replicas idled.)
-            let capacity: f64 = fam
-                .instances
-                .iter()
-                .map(|&i| match cpu.iter().find(|c| c.instance == i) {
-                    Some(c) => peak_at(c, c.threads, vcfg),
-                    None => s.variants()[s.instances()[i].variant].peak_qps(),
-                })
-                .sum();
+            let capacity: f64 = cpu.iter().map(|c| peak_at(c, c.threads, vcfg)).sum::<f64>()
+                + fam
+                    .instances
+                    .iter()
+                    .map(|&i| &s.variants()[s.instances()[i].variant])
+                    .filter(|v| v.hardware != HardwareKind::Cpu)
+                    .map(|v| v.peak_qps())
+                    .sum::<f64>();
             let covered = capacity >= vcfg.headroom * fam.load_qps;
             let acts = vertical_settling(&cpu, &free, settling, &input.prices, vcfg);
             let mut rebalance = false;
