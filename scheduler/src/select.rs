@@ -11,6 +11,12 @@
 //!    - model target without SLO: the lowest predicted latency;
 //!    - otherwise: the least-loaded instance (the wait its queue predicts, in ms: the predicted
 //!      latency less an idle run), then the lowest predicted latency.
+//!
+//!    Instances predicted alike go by the fewer rows queued, then by order. Since a variant's
+//!    predicted latency never falls as its queue grows (the snapshot keeps profiles
+//!    non-decreasing in batch), the rule looks at one instance per variant, its Active instance
+//!    with the fewest rows queued ([`Snapshot::shortest_active`]): the time per query does not
+//!    grow with the replicas.
 //! 2. **Load** the eligible variant with the lowest load time plus idle latency that some live
 //!    worker can host (totals within [`LOAD_TIE`] of the lowest count as equal: then, among
 //!    those that run about as fast as the fastest of them, the fewest threads, then for a query
@@ -30,7 +36,7 @@
 //!    queries that are still answered in time there.
 //! 3. **Serve** on an Overloaded or Interfered instance (or an Active one that misses the SLO)
 //!    of an eligible variant, only when nothing can be loaded: those that fit the SLO first, then
-//!    the lowest predicted latency.
+//!    the lowest predicted latency, then the fewer rows queued.
 //! 4. **Unsatisfiable**, with the variant closest to the requirements (see [`distance`]).
 //!
 //! The hot path allocates nothing but the chosen decision's reason ([`select_with`] without
@@ -152,6 +158,8 @@ struct Pick {
     load: f64,
     accuracy: f64,
     fits: bool,
+    /// Rows queued ahead: of instances predicted alike, the one with the shorter queue.
+    queued: usize,
 }
 
 impl Pick {
@@ -169,16 +177,33 @@ impl Pick {
                 .total_cmp(&other.predicted_ms)
                 .then(self.load.total_cmp(&other.load)),
         };
-        order.is_lt()
+        order.then(self.queued.cmp(&other.queued)).is_lt()
     }
 
-    /// Rule 3's order: fitting the SLO first, then the lowest predicted latency.
+    /// Rule 3's order: fitting the SLO first, then the lowest predicted latency, then the
+    /// shorter queue.
     fn beats_as_fallback(&self, other: &Pick) -> bool {
         other
             .fits
             .cmp(&self.fits)
             .then(self.predicted_ms.total_cmp(&other.predicted_ms))
+            .then(self.queued.cmp(&other.queued))
             .is_lt()
+    }
+
+    fn at(s: &Snapshot, q: &Query, instance: usize, variant: usize, idle_ms: f64) -> Pick {
+        let v = &s.variants()[variant];
+        let queued = s.queued(instance);
+        let predicted_ms = v.predicted_ms(queued, q.rows.max(1));
+        Pick {
+            instance,
+            variant,
+            predicted_ms,
+            load: (predicted_ms - idle_ms).max(0.0),
+            accuracy: v.accuracy,
+            fits: fits_slo(predicted_ms, q.latency_slo_ms),
+            queued,
+        }
     }
 }
 
@@ -199,10 +224,15 @@ fn fits_slo(latency_ms: f64, slo: Option<f64>) -> bool {
 
 /// Whether `v` meets the query's accuracy, cost and (idle) latency requirements.
 fn eligible(v: &VariantEntry, q: &Query, prices: &Prices, rows: usize) -> bool {
+    eligible_at(v, q, prices, rows, v.latency_ms(rows))
+}
+
+/// [`eligible`], given the variant's idle latency for the query's rows.
+fn eligible_at(v: &VariantEntry, q: &Query, prices: &Prices, rows: usize, idle_ms: f64) -> bool {
     q.min_accuracy.is_none_or(|min| v.accuracy >= min)
         && q.max_cost
             .is_none_or(|max| query_cost(v, prices, rows) <= max)
-        && fits_slo(v.latency_ms(rows), q.latency_slo_ms)
+        && fits_slo(idle_ms, q.latency_slo_ms)
 }
 
 /// How far `v` is from the query's requirements: the sum of its relative shortfalls,
@@ -250,44 +280,35 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
     let rank = Rank::of(q);
     let (variants, instances) = (s.variants(), s.instances());
 
+    // Rule 1 looks at one instance per variant: the Active one with the fewest rows queued
+    // (the first of equals). A variant's predicted latency never falls as its queue grows (the
+    // snapshot keeps profiles non-decreasing in batch), so no other Active instance of it ranks
+    // higher, and when that one misses the SLO they all do.
     let mut active: Option<Pick> = None;
-    let mut fallback: Option<Pick> = None;
     for &vi in list {
+        // Most variants of an application have no instance: they matter to rules 2-4 only.
+        let Some(ii) = s.shortest_active(vi) else {
+            continue;
+        };
         let v = &variants[vi];
         if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
             break; // `list` is sorted by accuracy, descending
         }
-        // Most variants of an application have no instance: they matter to rules 2-4 only.
-        if s.variant_instances(vi).is_empty() || !eligible(v, q, prices, rows) {
+        let idle_ms = v.latency_ms(rows);
+        if !eligible_at(v, q, prices, rows, idle_ms) {
             continue;
         }
-        let idle_ms = v.latency_ms(rows);
-        for &ii in s.variant_instances(vi) {
-            let inst = &instances[ii];
-            if inst.state == InstanceState::Inactive {
-                continue;
-            }
-            let queued = s.queued(ii);
-            let predicted_ms = v.predicted_ms(queued, rows);
-            let pick = Pick {
-                instance: ii,
-                variant: vi,
-                predicted_ms,
-                load: (predicted_ms - idle_ms).max(0.0),
-                accuracy: v.accuracy,
-                fits: fits_slo(predicted_ms, q.latency_slo_ms),
-            };
-            if inst.state == InstanceState::Active && pick.fits {
-                keep_best(&mut active, pick, |a, b| a.beats(b, rank));
-            } else {
-                keep_best(&mut fallback, pick, Pick::beats_as_fallback);
-            }
+        let pick = Pick::at(s, q, ii, vi, idle_ms);
+        if pick.fits {
+            keep_best(&mut active, pick, |a, b| a.beats(b, rank));
         }
     }
 
     if let Some(p) = active {
         return serve(s, q, prices, p, rank.phrase(), explain);
     }
+    // Rule 3's candidates, needed only now: every live instance of an eligible variant.
+    let fallback = fallback_pick(s, q, prices, list, rows);
     let any_eligible = list
         .iter()
         .map(|&vi| &variants[vi])
@@ -333,6 +354,39 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         return serve(s, q, prices, p, why, explain);
     }
     unsatisfiable(s, q, prices, list, any_eligible)
+}
+
+/// Rule 3's pick among the live (not Inactive) instances of the eligible variants: fitting the
+/// SLO first, then the lowest predicted latency, then the shorter queue.
+fn fallback_pick(
+    s: &Snapshot,
+    q: &Query,
+    prices: &Prices,
+    list: &[usize],
+    rows: usize,
+) -> Option<Pick> {
+    let (variants, instances) = (s.variants(), s.instances());
+    let mut best: Option<Pick> = None;
+    for &vi in list {
+        let v = &variants[vi];
+        if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
+            break;
+        }
+        if s.variant_instances(vi).is_empty() || !eligible(v, q, prices, rows) {
+            continue;
+        }
+        let idle_ms = v.latency_ms(rows);
+        for &ii in s.variant_instances(vi) {
+            if instances[ii].state != InstanceState::Inactive {
+                keep_best(
+                    &mut best,
+                    Pick::at(s, q, ii, vi, idle_ms),
+                    Pick::beats_as_fallback,
+                );
+            }
+        }
+    }
+    best
 }
 
 /// Totals (load + run time) within this fraction of the lowest count as equal in rule 2: a
@@ -1678,5 +1732,162 @@ mod tests {
             }
             d => panic!("{d:?}"),
         }
+    }
+
+    /// xorshift64: a deterministic generator for the randomised comparison below.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Rules 1 and 3 by definition: every live instance of every eligible variant scanned,
+    /// ranked by [`Pick::beats`] (rule 1, Active instances within the SLO) or
+    /// [`Pick::beats_as_fallback`] (rule 3, the rest).
+    fn scan_every_instance(s: &Snapshot, q: &Query) -> (Option<usize>, Option<usize>) {
+        let rows = q.rows.max(1);
+        let rank = Rank::of(q);
+        let (mut active, mut fallback): (Option<Pick>, Option<Pick>) = (None, None);
+        let list = match q.target {
+            Target::App(app) => s.app_variants(q.tenant, app),
+            Target::Model(model) => s.model_variants(q.tenant, model),
+        };
+        for &vi in list {
+            let v = &s.variants()[vi];
+            if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
+                break;
+            }
+            if !eligible(v, q, &PRICES, rows) {
+                continue;
+            }
+            for &ii in s.variant_instances(vi) {
+                let state = s.instances()[ii].state;
+                if state == InstanceState::Inactive {
+                    continue;
+                }
+                let pick = Pick::at(s, q, ii, vi, v.latency_ms(rows));
+                if state == InstanceState::Active && pick.fits {
+                    keep_best(&mut active, pick, |a, b| a.beats(b, rank));
+                } else {
+                    keep_best(&mut fallback, pick, Pick::beats_as_fallback);
+                }
+            }
+        }
+        (active.map(|p| p.instance), fallback.map(|p| p.instance))
+    }
+
+    #[test]
+    fn one_instance_per_variant_decides_as_a_scan_of_every_instance() {
+        use InstanceState::{Active, Interfered, Overloaded};
+        let (mut by_rule1, mut by_rule3, mut meanwhile_seen, mut ties) = (0, 0, 0, 0);
+        for seed in 1..=400_u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut b = Snapshot::builder();
+            let variants: Vec<usize> = (0..2 + rng.below(4))
+                .map(|n| {
+                    let mut v = variant(
+                        &format!("v{n}"),
+                        &format!("m{n}"),
+                        [0.8, 0.9, 0.95][rng.below(3)],
+                        1.0 + rng.below(8) as f64,
+                    );
+                    v.max_batch = [1, 4, 8][rng.below(3)];
+                    // A noisy profile: a larger batch measured faster than a smaller one.
+                    // (`variant` lists batches 8, 1, 4.)
+                    if rng.below(2) == 0 {
+                        v.latency[0].p99_ms = v.latency[2].p99_ms * 0.5;
+                    }
+                    b.add_variant("acme", v).unwrap()
+                })
+                .collect();
+            let workers: Vec<usize> = (0..3)
+                .map(|n| b.add_worker(worker(&format!("w{n}"), &[Cpu], 0.9)).unwrap())
+                .collect();
+            let mut insts = Vec::new();
+            for &v in &variants {
+                for k in 0..rng.below(6) {
+                    let mut i = instance(&format!("i{v}.{k}"), v, workers[rng.below(3)]);
+                    i.state = [Active, Active, Active, Overloaded, Interfered][rng.below(5)];
+                    i.queue_len = [0, 0, 1, 2, 3, 7, 8, 20][rng.below(8)];
+                    insts.push(b.add_instance(i).unwrap());
+                }
+            }
+            let mut s = b.build();
+            // Changes after the build: loads, states, removals, live in-flight rows.
+            let mut guards = Vec::new();
+            for &i in &insts {
+                match rng.below(8) {
+                    0 => s.set_instance_load(i, rng.below(12), 1.0).unwrap(),
+                    1 => s
+                        .set_instance_state(i, [Active, Overloaded][rng.below(2)])
+                        .unwrap(),
+                    2 => s.remove_instance(i).unwrap(),
+                    3 if seed % 2 == 0 => {
+                        let counter = InFlight::default();
+                        guards.push(counter.enter(rng.below(10)));
+                        s.attach_in_flight(i, counter).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+            for _ in 0..6 {
+                let q = Query {
+                    tenant: "acme",
+                    target: Target::App("app"),
+                    latency_slo_ms: [None, Some(6.0), Some(20.0), Some(60.0)][rng.below(4)],
+                    min_accuracy: [None, Some(0.9)][rng.below(2)],
+                    max_cost: None,
+                    rows: 1 + rng.below(3),
+                };
+                let (active, fallback) = scan_every_instance(&s, &q);
+                if let Some(a) = active {
+                    let queued = s.queued(a);
+                    let v = s.instances()[a].variant;
+                    ties += s
+                        .variant_instances(v)
+                        .iter()
+                        .filter(|&&o| o != a && s.instances()[o].state == Active)
+                        .filter(|&&o| {
+                            s.variants()[v].predicted_ms(s.queued(o), q.rows)
+                                == s.variants()[v].predicted_ms(queued, q.rows)
+                        })
+                        .count();
+                }
+                match (select(&s, &q, &PRICES), active) {
+                    (Decision::Serve { instance, .. }, Some(a)) => {
+                        assert_eq!(instance, a, "seed {seed}, {q:?}");
+                        by_rule1 += 1;
+                    }
+                    (d, Some(a)) => panic!("seed {seed}, {q:?}: {d:?}, the scan serves {a}"),
+                    (Decision::Serve { instance, .. }, None) => {
+                        assert_eq!(Some(instance), fallback, "seed {seed}, {q:?}");
+                        by_rule3 += 1;
+                    }
+                    (
+                        Decision::Load {
+                            meanwhile: Some(m), ..
+                        },
+                        None,
+                    ) => {
+                        assert_eq!(Some(m), fallback, "seed {seed}, {q:?}");
+                        meanwhile_seen += 1;
+                    }
+                    (_, None) => {}
+                }
+            }
+            drop(guards);
+        }
+        // Every branch was exercised, including instances predicted alike (the queue decides).
+        assert!(by_rule1 > 300, "rule 1 served {by_rule1}");
+        assert!(
+            by_rule3 > 0 && meanwhile_seen > 0,
+            "{by_rule3} {meanwhile_seen}"
+        );
+        assert!(ties > 50, "ties {ties}");
     }
 }

@@ -9,9 +9,14 @@
 //! - hardware kind -> live workers that have it.
 //!
 //! Load figures and states change in place in O(1); a removed worker's instances leave the
-//! indexes at once. Each instance also has a live in-flight counter ([`InFlight`]) that the
-//! query path raises and lowers as it dispatches and answers queries, so selection sees a
-//! queue build up at once rather than at the next heartbeat. Removed instances keep their slot
+//! indexes at once. Beside each variant's instances the snapshot keeps their reported queues
+//! (Active ones only) in one compact array and counts its Active instances, so that selection
+//! finds a variant's shortest Active queue ([`Snapshot::shortest_active`]) without reading every
+//! instance entry. An instance can also have a live in-flight counter ([`InFlight`],
+//! [`Snapshot::attach_in_flight`]) that the query path raises and lowers as it dispatches and
+//! answers queries, so selection sees a queue build up at once rather than at the next
+//! heartbeat (the controller attaches one to every instance; the simulator, whose reported
+//! queues are exact, none). Removed instances keep their slot
 //! (indices stay valid, state Inactive) until the controller rebuilds the snapshot.
 //!
 //! A load started on demand, before its instance exists, is a [`PendingLoad`]: where it runs,
@@ -44,7 +49,8 @@ pub struct VariantEntry {
     pub max_batch: usize,
     pub load_ms: f64,
     pub memory_bytes: u64,
-    /// Profiled latency per batch size, sorted by batch (the builder sorts it).
+    /// Profiled latency per batch size, sorted by batch, p99 and mean non-decreasing in batch
+    /// (the builder sorts it and lifts a point below the one before it).
     pub latency: Vec<LatencyPoint>,
 }
 
@@ -428,10 +434,14 @@ pub enum SnapshotError {
     },
 }
 
+/// Name look-ups run for every query: a fast keyed hash (foldhash, seeded per process) rather
+/// than SipHash.
+type NameMap<V> = foldhash::HashMap<String, V>;
+
 #[derive(Debug, Clone, Default)]
 struct TenantIndex {
-    apps: HashMap<String, Vec<usize>>,
-    models: HashMap<String, Vec<usize>>,
+    apps: NameMap<Vec<usize>>,
+    models: NameMap<Vec<usize>>,
 }
 
 /// See the module documentation.
@@ -440,19 +450,41 @@ pub struct Snapshot {
     variants: Vec<VariantEntry>,
     workers: Vec<WorkerEntry>,
     instances: Vec<InstanceEntry>,
-    /// Live in-flight rows, parallel to `instances`.
-    in_flight: Vec<InFlight>,
+    /// Live in-flight counters, parallel to `instances` (`None` until one is attached).
+    in_flight: Vec<Option<InFlight>>,
+    /// How many instances have an attached in-flight counter.
+    attached: usize,
     /// Loads under way that queries wait for (a handful at most).
     pending: Vec<PendingLoad>,
     clock: Clock,
     variant_ids: HashMap<String, usize>,
     worker_ids: HashMap<String, usize>,
     instance_ids: HashMap<String, usize>,
-    tenants: HashMap<String, TenantIndex>,
+    tenants: NameMap<TenantIndex>,
     by_variant: Vec<Vec<usize>>,
+    /// Parallel to `by_variant`: each instance's rank for [`Snapshot::shortest_active`], its
+    /// reported queue when Active ([`NOT_ACTIVE`] otherwise), so that finding a variant's
+    /// shortest Active queue reads one compact array.
+    ranks: Vec<Vec<u32>>,
+    /// Active instances per variant (one compact array, read for every variant a query could
+    /// use).
+    active: Vec<u32>,
+    /// Each instance's position in its variant's `by_variant` list (`usize::MAX` once removed).
+    slot: Vec<usize>,
     by_worker: Vec<Vec<usize>>,
     /// Live workers per hardware kind, indexed by [`hw_slot`].
     by_hardware: [Vec<usize>; 2],
+}
+
+/// Rank of an instance that is not Active (see `Snapshot::ranks`).
+const NOT_ACTIVE: u32 = u32::MAX;
+
+fn rank_of(i: &InstanceEntry) -> u32 {
+    if i.state == InstanceState::Active {
+        u32::try_from(i.queue_len).map_or(NOT_ACTIVE - 1, |q| q.min(NOT_ACTIVE - 1))
+    } else {
+        NOT_ACTIVE
+    }
 }
 
 fn hw_slot(hw: HardwareKind) -> usize {
@@ -487,6 +519,7 @@ impl SnapshotBuilder {
         if let Some(problem) = variant_problem(&v) {
             return Err(SnapshotError::InvalidVariant { id: v.id, problem });
         }
+        monotone_in_batch(&mut v.latency);
         let idx = s.variants.len();
         let t = s.tenants.entry(tenant.to_owned()).or_default();
         t.apps.entry(v.app.clone()).or_default().push(idx);
@@ -494,6 +527,8 @@ impl SnapshotBuilder {
         s.variant_ids.insert(v.id.clone(), idx);
         s.variants.push(v);
         s.by_variant.push(Vec::new());
+        s.ranks.push(Vec::new());
+        s.active.push(0);
         Ok(idx)
     }
 
@@ -523,6 +558,21 @@ impl SnapshotBuilder {
             }
         }
         self.snapshot
+    }
+}
+
+/// Makes a sorted profile's p99 and mean non-decreasing in batch (each point at least the one
+/// before it). A larger batch does not run faster than a smaller one; a profile that says so
+/// measured noise, and taking it at its word would make a fuller queue predict a shorter wait.
+/// With this, [`VariantEntry::predicted_ms`] never decreases as the queue grows, which lets
+/// selection look at one instance per variant (the one with the fewest rows queued).
+fn monotone_in_batch(latency: &mut [LatencyPoint]) {
+    let (mut p99, mut mean) = (0.0_f64, 0.0_f64);
+    for p in latency {
+        p99 = p99.max(p.p99_ms);
+        mean = mean.max(p.mean_ms);
+        p.p99_ms = p99;
+        p.mean_ms = mean;
     }
 }
 
@@ -565,9 +615,10 @@ impl Snapshot {
         &self.instances
     }
 
-    /// The live in-flight counter of an instance.
+    /// The live in-flight counter attached to an instance ([`Self::attach_in_flight`]); `None`
+    /// without one (selection then sees only the instance's reported queue).
     pub fn in_flight(&self, instance: usize) -> Option<&InFlight> {
-        self.in_flight.get(instance)
+        self.in_flight.get(instance)?.as_ref()
     }
 
     /// Shares `counter` as the in-flight counter of an instance (O(1)).
@@ -580,7 +631,9 @@ impl Snapshot {
             .in_flight
             .get_mut(instance)
             .ok_or(SnapshotError::UnknownInstance(instance))?;
-        *slot = counter;
+        if slot.replace(counter).is_none() {
+            self.attached += 1;
+        }
         Ok(())
     }
 
@@ -646,8 +699,56 @@ impl Snapshot {
     /// being run, so it errs on the side of a longer queue).
     pub fn queued(&self, instance: usize) -> usize {
         let reported = self.instances.get(instance).map_or(0, |i| i.queue_len);
-        let live = self.in_flight.get(instance).map_or(0, InFlight::get);
+        let live = self.in_flight(instance).map_or(0, InFlight::get);
         reported.max(live)
+    }
+
+    /// The Active instance of `variant` with the fewest rows queued ([`Self::queued`]), the
+    /// first of equals in [`Self::variant_instances`] order; `None` without an Active one.
+    /// Without attached in-flight counters it reads one compact array of reported queues.
+    #[inline]
+    pub fn shortest_active(&self, variant: usize) -> Option<usize> {
+        if self.active.get(variant).is_none_or(|&n| n == 0) {
+            return None;
+        }
+        let live = self.by_variant.get(variant)?;
+        let ranks = self.ranks.get(variant)?;
+        if self.attached == 0 {
+            let (mut least, mut at) = (NOT_ACTIVE, 0);
+            for (k, &rank) in ranks.iter().enumerate() {
+                if rank < least {
+                    (least, at) = (rank, k);
+                }
+            }
+            return (least != NOT_ACTIVE).then(|| live[at]);
+        }
+        let mut best: Option<(usize, usize)> = None;
+        for (&instance, &rank) in live.iter().zip(ranks) {
+            if rank == NOT_ACTIVE {
+                continue;
+            }
+            let queued = self.queued(instance);
+            if best.is_none_or(|(least, _)| queued < least) {
+                best = Some((queued, instance));
+            }
+        }
+        best.map(|(_, instance)| instance)
+    }
+
+    /// Keeps an instance's rank in step with its state and reported queue.
+    fn rerank(&mut self, instance: usize) {
+        let i = &self.instances[instance];
+        if let Some(rank) = self
+            .ranks
+            .get_mut(i.variant)
+            .and_then(|r| r.get_mut(self.slot[instance]))
+        {
+            let was = *rank != NOT_ACTIVE;
+            *rank = rank_of(i);
+            let is = *rank != NOT_ACTIVE;
+            let n = &mut self.active[i.variant];
+            *n = *n + u32::from(is) - u32::from(was);
+        }
     }
 
     pub fn variant_index(&self, id: &str) -> Option<usize> {
@@ -747,11 +848,14 @@ impl Snapshot {
         self.pending
             .retain(|p| (p.variant, p.worker) != (i.variant, i.worker));
         let idx = self.instances.len();
+        self.slot.push(self.by_variant[i.variant].len());
         self.by_variant[i.variant].push(idx);
+        self.ranks[i.variant].push(rank_of(&i));
+        self.active[i.variant] += u32::from(i.state == InstanceState::Active);
         self.by_worker[i.worker].push(idx);
         self.instance_ids.insert(i.id.clone(), idx);
         self.instances.push(i);
-        self.in_flight.push(InFlight::default());
+        self.in_flight.push(None);
         Ok(idx)
     }
 
@@ -768,6 +872,7 @@ impl Snapshot {
         state: InstanceState,
     ) -> Result<(), SnapshotError> {
         self.instance_mut(instance)?.state = state;
+        self.rerank(instance);
         Ok(())
     }
 
@@ -781,6 +886,7 @@ impl Snapshot {
         let i = self.instance_mut(instance)?;
         i.queue_len = queue_len;
         i.qps = qps;
+        self.rerank(instance);
         Ok(())
     }
 
@@ -796,7 +902,9 @@ impl Snapshot {
         i.queue_len = figures.queue_len;
         i.qps = figures.qps;
         i.state = next_state(i.state, figures, thresholds);
-        Ok(i.state)
+        let state = i.state;
+        self.rerank(instance);
+        Ok(state)
     }
 
     /// Sets a worker's usage figures (O(1)).
@@ -888,7 +996,16 @@ impl Snapshot {
         if self.instance_ids.get(&self.instances[instance].id) == Some(&instance) {
             self.instance_ids.remove(&self.instances[instance].id);
         }
-        self.by_variant[variant].retain(|&x| x != instance);
+        if let Some(k) = self.by_variant[variant].iter().position(|&x| x == instance) {
+            self.by_variant[variant].remove(k);
+            if self.ranks[variant].remove(k) != NOT_ACTIVE {
+                self.active[variant] -= 1;
+            }
+            self.slot[instance] = usize::MAX;
+            for &later in &self.by_variant[variant][k..] {
+                self.slot[later] -= 1;
+            }
+        }
         self.by_worker[worker].retain(|&x| x != instance);
         Ok(())
     }
@@ -972,6 +1089,23 @@ pub(crate) mod tests {
             queue_len: 0,
             qps: 0.0,
         }
+    }
+
+    #[test]
+    fn a_larger_batch_never_predicts_a_shorter_run() {
+        let mut b = Snapshot::builder();
+        let mut noisy = variant("v", "m", 0.9, 2.0);
+        // Batch 8 measured faster than batch 4 (3.0 ms against 4.0 ms).
+        noisy.latency[0].p99_ms = 3.0;
+        noisy.latency[0].mean_ms = 2.5;
+        let v = b.add_variant("t", noisy).unwrap();
+        let s = b.build();
+        let v = &s.variants()[v];
+        let p99: Vec<f64> = v.latency.iter().map(|p| p.p99_ms).collect();
+        assert_eq!(p99, [2.0, 4.0, 4.0]);
+        assert_eq!(v.latency[2].mean_ms, v.latency[1].mean_ms);
+        let predicted: Vec<f64> = (0..40).map(|q| v.predicted_ms(q, 1)).collect();
+        assert!(predicted.windows(2).all(|w| w[0] <= w[1]), "{predicted:?}");
     }
 
     #[test]

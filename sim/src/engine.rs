@@ -26,7 +26,7 @@ use infaas_scheduler::{
 };
 
 use crate::catalogue::{Accelerator, Profile};
-use crate::report::{app_summary, report, JobReport, PolicyReport, Second};
+use crate::report::{app_summary, report, Histogram, JobReport, PolicyReport, Second};
 use crate::trace::{Arrival, Trace};
 
 /// The tenant every simulated application belongs to.
@@ -981,9 +981,10 @@ impl<'t> Engine<'t> {
             }
             self.sec(p.at_ms);
             let at = second(p.at_ms);
+            let bucket = Histogram::bucket(latency);
             for s in [&mut self.seconds[at], &mut self.per_app[p.app]] {
                 s.served += 1;
-                s.latency.add(latency);
+                s.latency.add_to(bucket);
                 s.accuracy_sum += accuracy;
                 s.met_slo += u64::from(met);
             }

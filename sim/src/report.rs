@@ -24,7 +24,8 @@ impl Default for Histogram {
 }
 
 impl Histogram {
-    fn bucket(ms: f64) -> usize {
+    /// The bucket that holds `ms` (for [`Histogram::add_to`]).
+    pub(crate) fn bucket(ms: f64) -> usize {
         if ms <= H_MIN_MS {
             return 0;
         }
@@ -34,7 +35,13 @@ impl Histogram {
     }
 
     pub fn add(&mut self, ms: f64) {
-        self.counts[Self::bucket(ms)] += 1;
+        self.add_to(Self::bucket(ms));
+    }
+
+    /// Counts one latency in `bucket` ([`Histogram::bucket`]): a latency added to several
+    /// histograms is bucketed once.
+    pub(crate) fn add_to(&mut self, bucket: usize) {
+        self.counts[bucket.min(H_BUCKETS - 1)] += 1;
         self.total += 1;
     }
 
