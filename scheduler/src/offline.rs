@@ -228,6 +228,62 @@ impl JobGate {
     pub fn pause(&mut self) -> bool {
         !std::mem::replace(&mut self.paused, true)
     }
+
+    /// The decision for a job's next batch at `now_ms`: [`JobGate::check`] on the cluster and
+    /// the online load, then the variant ([`job_variant`]) and where it runs
+    /// ([`job_placement`]), the instance of the latest batch counted as the jobs' own. The
+    /// controller's job runner and the simulator's engine call this for every batch; the
+    /// caller then records where the batch ran ([`JobGate::ran_on`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn next_batch(
+        &mut self,
+        s: &Snapshot,
+        online: &OnlineLoad,
+        tenant: &str,
+        target: Target<'_>,
+        min_accuracy: Option<f64>,
+        prices: &Prices,
+        now_ms: f64,
+    ) -> Result<JobBatch, JobWait> {
+        self.check(s, online, now_ms).map_err(JobWait::Paused)?;
+        let own = self.own_instance(now_ms);
+        let jobs_on: Vec<&str> = own.into_iter().collect();
+        let variant = job_variant(s, tenant, target, min_accuracy, prices, &jobs_on)
+            .ok_or(JobWait::NoVariant)?;
+        let placement = job_placement(s, variant, &jobs_on).ok_or(JobWait::NoRoom)?;
+        Ok(JobBatch { variant, placement })
+    }
+}
+
+/// A job's next batch ([`JobGate::next_batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobBatch {
+    /// Index into [`Snapshot::variants`].
+    pub variant: usize,
+    pub placement: JobPlacement,
+}
+
+/// Why a job's next batch does not run now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobWait {
+    /// Online traffic needs the capacity (why); jobs pause.
+    Paused(String),
+    /// No variant of the target meets the accuracy on a worker that holds or can load it.
+    NoVariant,
+    /// The variant's instances are overloaded and no worker has room to load it.
+    NoRoom,
+}
+
+impl std::fmt::Display for JobWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobWait::Paused(why) => f.write_str(why),
+            JobWait::NoVariant => {
+                f.write_str("no worker can run a variant of the job's target now")
+            }
+            JobWait::NoRoom => f.write_str("no worker has room for the job"),
+        }
+    }
 }
 
 #[cfg(test)]

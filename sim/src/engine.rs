@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use infaas_core::HardwareKind;
 use infaas_scheduler::autoscale::{Arrivals, Step, VerticalConfig};
 use infaas_scheduler::offline::{
-    job_placement, job_variant, JobGate, JobPlacement, OnlineLoad, SpareCapacity,
+    JobBatch, JobGate, JobPlacement, JobWait, OnlineLoad, SpareCapacity,
 };
 use infaas_scheduler::Target;
 use infaas_scheduler::{
@@ -538,6 +538,8 @@ struct Engine<'t> {
     /// The scheduler's job gate (paused or not, the instance of the latest batch), as the
     /// controller's job runner keeps it.
     job_gate: JobGate,
+    /// Every job decision with its inputs, when recorded ([`simulate_recording_jobs`]).
+    job_steps: Option<Vec<JobStep>>,
     job_paused_since: Option<f64>,
     /// Per worker: when an instance on it was last Interfered.
     interference_at_ms: HashMap<usize, f64>,
@@ -670,6 +672,7 @@ impl<'t> Engine<'t> {
                 .collect(),
             job_in_flight: None,
             job_gate: JobGate::new(SpareCapacity::default()),
+            job_steps: None,
             job_paused_since: None,
             interference_at_ms: HashMap::new(),
             job_polling: false,
@@ -1431,49 +1434,56 @@ impl<'t> Engine<'t> {
             return;
         };
         let was_paused = self.job_gate.paused();
-        if self
-            .job_gate
-            .check(&self.snapshot, &self.online, now)
-            .is_err()
-        {
-            if !was_paused {
-                self.job_paused_since = Some(now);
-            }
-            self.poll_jobs();
-            return;
-        }
-        if let Some(since) = self.job_paused_since.take() {
-            self.offline[j].paused_s += (now - since) / 1e3;
-        }
-        // The instance of the latest batch is the job's own (its state is the job's doing).
-        let own = self.job_gate.own_instance(now).map(str::to_owned);
-        let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
         let app = self.offline[j].app.clone();
-        let Some(vi) = job_variant(
+        let decision = self.job_gate.next_batch(
             &self.snapshot,
+            &self.online,
             TENANT,
             Target::App(&app),
             None,
             &self.cluster.prices,
-            &jobs_on,
-        ) else {
-            self.poll_jobs();
-            return;
+            now,
+        );
+        if let Some(steps) = &mut self.job_steps {
+            steps.push(JobStep {
+                now_ms: now,
+                app: app.clone(),
+                snapshot: self.snapshot.clone(),
+                online: self.online,
+                decision: decision.clone(),
+                ran_on: None,
+            });
+        }
+        let (variant, placement) = match decision {
+            Ok(JobBatch { variant, placement }) => (variant, placement),
+            Err(JobWait::Paused(_)) => {
+                if !was_paused {
+                    self.job_paused_since = Some(now);
+                }
+                self.poll_jobs();
+                return;
+            }
+            Err(JobWait::NoVariant | JobWait::NoRoom) => {
+                self.poll_jobs();
+                return;
+            }
         };
-        let e = match job_placement(&self.snapshot, vi, &jobs_on) {
-            Some(JobPlacement::Instance(i)) => self
+        if let Some(since) = self.job_paused_since.take() {
+            self.offline[j].paused_s += (now - since) / 1e3;
+        }
+        let e = match placement {
+            JobPlacement::Instance(i) => self
                 .by_snapshot
                 .get(i)
                 .copied()
                 .filter(|&e| !self.insts[e].draining && !self.insts[e].gone),
-            Some(JobPlacement::Load(w)) => {
-                let e = self.load(vi, w, false);
+            JobPlacement::Load(w) => {
+                let e = self.load(variant, w, false);
                 if e.is_some() {
                     self.act("load-for-job");
                 }
                 e
             }
-            None => None,
         };
         let Some(e) = e else {
             self.poll_jobs();
@@ -1493,7 +1503,11 @@ impl<'t> Engine<'t> {
             });
         }
         self.job_in_flight = Some((j, n));
-        self.job_gate.ran_on(&format!("i{e}"), now);
+        let id = format!("i{e}");
+        if let Some(step) = self.job_steps.as_mut().and_then(|steps| steps.last_mut()) {
+            step.ran_on = Some(id.clone());
+        }
+        self.job_gate.ran_on(&id, now);
         self.start_batch(e);
         self.report_queue(e);
     }
@@ -1735,8 +1749,49 @@ pub fn simulate(
     policy: &mut dyn Policy,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<PolicyReport, SimError> {
+    run_engine(trace, variants, cluster, policy, progress, false).map(|(r, _)| r)
+}
+
+/// One decision of the simulator's job runner, with what it was decided on (recorded by
+/// [`simulate_recording_jobs`]).
+#[derive(Debug, Clone)]
+pub struct JobStep {
+    pub now_ms: f64,
+    /// The job's application.
+    pub app: String,
+    /// The cluster as the decision saw it.
+    pub snapshot: Snapshot,
+    /// The online load of the last window.
+    pub online: OnlineLoad,
+    pub decision: Result<JobBatch, JobWait>,
+    /// The id of the instance the batch ran on, when it ran.
+    pub ran_on: Option<String>,
+}
+
+/// [`simulate`], recording every decision of the job runner with its inputs (a copy of the
+/// cluster each): for comparing them with the controller's job runner.
+pub fn simulate_recording_jobs(
+    trace: &Trace,
+    variants: Vec<VariantEntry>,
+    cluster: &Cluster,
+    policy: &mut dyn Policy,
+) -> Result<(PolicyReport, Vec<JobStep>), SimError> {
+    run_engine(trace, variants, cluster, policy, &mut |_, _| {}, true)
+}
+
+fn run_engine(
+    trace: &Trace,
+    variants: Vec<VariantEntry>,
+    cluster: &Cluster,
+    policy: &mut dyn Policy,
+    progress: &mut dyn FnMut(usize, usize),
+    record_jobs: bool,
+) -> Result<(PolicyReport, Vec<JobStep>), SimError> {
     let started = std::time::Instant::now();
     let mut engine = Engine::new(trace, variants, cluster.clone())?;
+    if record_jobs {
+        engine.job_steps = Some(Vec::new());
+    }
     engine.run(policy, progress);
     let mut r = report(
         &policy.name(),
@@ -1759,5 +1814,5 @@ pub fn simulate(
         .zip(&engine.per_app)
         .map(|(name, tally)| app_summary(name, tally))
         .collect();
-    Ok(r)
+    Ok((r, engine.job_steps.take().unwrap_or_default()))
 }

@@ -19,4 +19,6 @@ pub mod report;
 /// platform's traffic export).
 pub use infaas_core::trace;
 
-pub use engine::{simulate, variants_for, Cluster, Noise, OfflineJob, SimError};
+pub use engine::{
+    simulate, simulate_recording_jobs, variants_for, Cluster, JobStep, Noise, OfflineJob, SimError,
+};

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use infaas_scheduler::offline::{job_placement, job_variant, JobGate, JobPlacement};
+use infaas_scheduler::offline::{JobBatch, JobGate, JobPlacement, JobWait};
 use infaas_scheduler::{InFlightGuard, Target};
 use infaas_store::db::jobs::state;
 use infaas_store::{Chunk, Job};
@@ -101,13 +101,6 @@ impl JobRunner {
         let online = self.state.cluster.online.load();
         let now = infaas_core::time::now_ms() as f64;
         self.lock_gate().check(&snapshot, &online, now)
-    }
-
-    /// The instance that ran a model job's latest batch, while its state may still be that
-    /// batch's doing.
-    fn own_instance(&self) -> Option<String> {
-        let now = infaas_core::time::now_ms() as f64;
-        self.lock_gate().own_instance(now).map(str::to_owned)
     }
 
     /// One pass: returns whether a chunk was completed.
@@ -364,33 +357,37 @@ impl JobRunner {
         let mut at = chunk.row_start as usize;
         let mut batches = 0u64;
         while at < end {
-            if let Err(why) = self.gate() {
-                return Err(Stop::Pause(why));
-            }
             if batches.is_multiple_of(8) {
                 self.check_cancelled(job).await?;
             }
             self.renew_if_due(job, chunk, &mut renewed).await?;
             let snapshot = cluster.snapshot();
             let prices = cluster.prices();
-            let own = self.own_instance();
-            let jobs_on: Vec<&str> = own.iter().map(String::as_str).collect();
-            let Some(vi) = job_variant(
-                &snapshot,
-                tenant,
-                if job.app.is_some() {
-                    Target::App(&index_name)
-                } else {
-                    Target::Model(&index_name)
-                },
-                job.min_accuracy,
-                prices,
-                &jobs_on,
-            ) else {
-                return Err(Stop::Retry(
-                    "no worker can run a variant of the job's target now".into(),
-                ));
+            let online = cluster.online.load();
+            let target = if job.app.is_some() {
+                Target::App(&index_name)
+            } else {
+                Target::Model(&index_name)
             };
+            let now = infaas_core::time::now_ms() as f64;
+            let JobBatch {
+                variant: vi,
+                placement,
+            } = self
+                .lock_gate()
+                .next_batch(
+                    &snapshot,
+                    &online,
+                    tenant,
+                    target,
+                    job.min_accuracy,
+                    prices,
+                    now,
+                )
+                .map_err(|wait| match wait {
+                    JobWait::Paused(why) => Stop::Pause(why),
+                    other => Stop::Retry(other.to_string()),
+                })?;
             let v = &snapshot.variants()[vi];
             if job.variant_id.as_deref() != Some(v.id.as_str()) && batches == 0 {
                 if let Err(e) = self.state.db.set_job_variant(&job.id, &v.id, &v.name).await {
@@ -400,18 +397,16 @@ impl JobRunner {
             let served = cluster
                 .served(&v.id)
                 .ok_or_else(|| Stop::Retry(format!("variant '{}' left the catalog", v.name)))?;
-            let (worker_idx, _guard): (usize, Option<InFlightGuard>) =
-                match job_placement(&snapshot, vi, &jobs_on) {
-                    Some(JobPlacement::Instance(i)) => {
-                        let n = v.max_batch.min(end - at);
-                        (
-                            snapshot.instances()[i].worker,
-                            snapshot.in_flight(i).map(|c| c.enter(n)),
-                        )
-                    }
-                    Some(JobPlacement::Load(w)) => (w, None),
-                    None => return Err(Stop::Retry("no worker has room for the job".into())),
-                };
+            let (worker_idx, _guard): (usize, Option<InFlightGuard>) = match placement {
+                JobPlacement::Instance(i) => {
+                    let n = v.max_batch.min(end - at);
+                    (
+                        snapshot.instances()[i].worker,
+                        snapshot.in_flight(i).map(|c| c.enter(n)),
+                    )
+                }
+                JobPlacement::Load(w) => (w, None),
+            };
             let worker = &snapshot.workers()[worker_idx];
             let handle = cluster
                 .handle(&worker.id)
