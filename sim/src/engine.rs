@@ -992,6 +992,13 @@ impl<'t> Engine<'t> {
                 s.met_slo += u64::from(met);
             }
         }
+        // The emptied buffer goes back for the next batch (unless a job's next batch, started
+        // above, already took the instance).
+        if self.insts[e].running.is_empty() {
+            let mut batch = batch;
+            batch.clear();
+            self.insts[e].running = batch;
+        }
         self.start_batch(e);
         self.report_queue(e);
         let inst = &self.insts[e];
