@@ -91,6 +91,10 @@ pub struct SimArgs {
     /// arrival rate within this long, in seconds.
     #[arg(long)]
     peak_hold_secs: Option<f64>,
+    /// Period of the platform's model autoscaler (`autoscale.model_interval_ms`) and of every
+    /// policy's periodic step, in ms (at least 10).
+    #[arg(long, default_value_t = 1000)]
+    model_interval_ms: u64,
     /// Every query asks for at least this accuracy: a fraction, or `baseline` for, per
     /// application, the accuracy of the variant the fixed-variant baselines serve it with
     /// (the platform's policy compared with them at equal accuracy)
@@ -121,8 +125,15 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         jobs: args.job.clone(),
         gpu,
         cpu_threads: args.cpu_threads.max(1),
+        tick_ms: args.model_interval_ms as f64,
         ..Cluster::default()
     };
+    if args.model_interval_ms < 10 {
+        anyhow::bail!(
+            "--model-interval-ms {} must be at least 10",
+            args.model_interval_ms
+        );
+    }
     if let Some(n) = args
         .noise
         .iter()

@@ -1356,6 +1356,33 @@ mod tests {
         assert!(quiet.summary.slo_attainment > 0.98, "{:?}", quiet.summary);
     }
 
+    /// The model period (`autoscale.model_interval_ms`): a window sees a step only once it
+    /// ends, so a shorter period starts the step's loads sooner and fewer queries wait for them.
+    #[test]
+    fn a_shorter_model_period_misses_less_of_a_step() {
+        let t = trace("step:from=100,to=1500,at=20,duration=60,app=m,slo=100,seed=2");
+        let missed = |tick_ms: f64| {
+            let c = Cluster {
+                tick_ms,
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue(), &c).unwrap();
+            let mut p = by_name("infaas_greedy", ScalingConfig::default()).unwrap();
+            let r = simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap();
+            r.misses_by_cause.values().sum::<u64>()
+        };
+        let (second, quarter) = (missed(1_000.0), missed(250.0));
+        eprintln!("misses: 1 s period {second}, 250 ms {quarter}");
+        assert!(
+            second > 50,
+            "the step must cost misses at a 1-s period: {second}"
+        );
+        assert!(
+            (quarter as f64) < 0.7 * second as f64,
+            "1 s: {second}, 250 ms: {quarter}"
+        );
+    }
+
     #[test]
     fn a_run_is_repeatable() {
         let t = trace("gamma:rate=300,cv=3,duration=20,app=m,slo=100,seed=3");

@@ -228,6 +228,15 @@ fn bad_input_is_named() {
             ],
             "--job app=bert: the trace has no such application (resnet)",
         ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
+                "--model-interval-ms",
+                "5",
+            ],
+            "--model-interval-ms 5 must be at least 10",
+        ),
     ] {
         let mut all = args.clone();
         all.extend(["--profiles", &profiles]);
