@@ -92,6 +92,8 @@ source "$SERVICES_ENV"
 set +a
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$INFAAS_CACHE/target}"
+# The shared target dir outlives clones; keep it from filling the disk.
+bash "$INFAAS_ROOT/scripts/prune-target.sh" "$CARGO_TARGET_DIR" || log "prune-target failed; continuing"
 locked=()
 [[ -f Cargo.lock ]] && locked=(--locked)
 

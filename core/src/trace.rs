@@ -65,6 +65,31 @@ pub enum TraceError {
 }
 
 impl Trace {
+    /// A deterministic trace of one application: for each `(from_s, to_s, rate)` phase,
+    /// `rate` arrivals evenly spaced within each second from `from_s` up to `to_s` (the k-th
+    /// of a second at `(k + 0.5) / rate` of it), each with the SLO `slo_ms`.
+    pub fn evenly_spaced(app: &str, slo_ms: Option<f64>, phases: &[(u32, u32, u32)]) -> Trace {
+        let mut arrivals = Vec::new();
+        for &(from, to, rate) in phases {
+            for s in from..to {
+                for k in 0..rate {
+                    arrivals.push(Arrival {
+                        at_ms: s as f64 * 1e3 + (k as f64 + 0.5) * 1e3 / rate as f64,
+                        app: 0,
+                        slo_ms,
+                        min_accuracy: None,
+                    });
+                }
+            }
+        }
+        let mut trace = Trace {
+            apps: vec![app.to_string()],
+            arrivals,
+        };
+        trace.sort();
+        trace
+    }
+
     /// The index of application `name`, added when new.
     pub fn app_index(&mut self, name: &str) -> usize {
         match self.apps.iter().position(|a| a == name) {
@@ -287,6 +312,22 @@ mod tests {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
         p
+    }
+
+    #[test]
+    fn evenly_spaced_phases_place_each_seconds_arrivals_evenly() {
+        let t = Trace::evenly_spaced("m", Some(50.0), &[(0, 2, 4), (2, 3, 2)]);
+        assert_eq!(t.apps, ["m"]);
+        let times: Vec<f64> = t.arrivals.iter().map(|a| a.at_ms).collect();
+        assert_eq!(
+            times,
+            [125.0, 375.0, 625.0, 875.0, 1125.0, 1375.0, 1625.0, 1875.0, 2250.0, 2750.0]
+        );
+        assert!(t
+            .arrivals
+            .iter()
+            .all(|a| a.slo_ms == Some(50.0) && a.app == 0));
+        assert_eq!(t.per_second(), vec![vec![4, 4, 2]]);
     }
 
     #[test]

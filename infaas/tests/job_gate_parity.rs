@@ -14,8 +14,7 @@
 #![allow(clippy::unwrap_used)]
 
 use infaas_control::config::Config;
-use infaas_core::trace::{Arrival, Trace};
-use infaas_core::LatencyPoint;
+use infaas_core::trace::Trace;
 use infaas_scheduler::autoscale::ScalingConfig;
 use infaas_scheduler::offline::{JobGate, JobPlacement, JobWait, SpareCapacity};
 use infaas_scheduler::{InstanceState, Target};
@@ -27,47 +26,14 @@ use infaas_sim::{simulate_recording_jobs, variants_for, Cluster, OfflineJob};
 /// (from s, to s, queries per second).
 const PHASES: [(u32, u32, u32); 3] = [(0, 15, 20), (15, 35, 1_500), (35, 120, 20)];
 const JOB_ROWS: u64 = 20_000;
+const SLO_MS: f64 = 100.0;
 
 fn trace() -> Trace {
-    let mut arrivals = Vec::new();
-    for (from, to, rate) in PHASES {
-        for s in from..to {
-            for k in 0..rate {
-                arrivals.push(Arrival {
-                    at_ms: s as f64 * 1e3 + (k as f64 + 0.5) * 1e3 / rate as f64,
-                    app: 0,
-                    slo_ms: Some(100.0),
-                    min_accuracy: None,
-                });
-            }
-        }
-    }
-    Trace {
-        apps: vec!["m".into()],
-        arrivals,
-    }
+    Trace::evenly_spaced("m", Some(SLO_MS), &PHASES)
 }
 
 fn profile(model: &str, accuracy: f64, base_ms: f64) -> Profile {
-    Profile {
-        model: model.into(),
-        family: "m".into(),
-        accelerator: Accelerator::Cpu,
-        accuracy,
-        latency: [1usize, 2, 4, 8]
-            .iter()
-            .map(|&b| {
-                let ms = base_ms * (1.0 + 0.25 * (b as f64 - 1.0));
-                LatencyPoint {
-                    batch: b,
-                    p50_ms: ms,
-                    p99_ms: ms * 1.1,
-                    mean_ms: ms,
-                    throughput_per_s: b as f64 * 1e3 / ms,
-                }
-            })
-            .collect(),
-    }
+    Profile::linear(model, "m", Accelerator::Cpu, accuracy, base_ms, 0.25)
 }
 
 #[test]

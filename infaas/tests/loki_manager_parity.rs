@@ -9,17 +9,17 @@
 use std::collections::BTreeMap;
 
 use infaas_control::pipelines::overload::{Managers, PipelineKey};
-use infaas_core::LatencyPoint;
+use infaas_core::trace::Trace;
 use infaas_eval::overload::{
     loki_problem, overload_pipeline, DemandEstimate, Overload, OverloadPolicy, OverloadSettings,
 };
 use infaas_scheduler::loki::manager::Cause;
 use infaas_scheduler::loki::{DropPolicy, ManagerSettings, Replan};
-use infaas_sim::catalogue::{Accelerator, Profile};
+use infaas_sim::catalogue::Profile;
 
 /// Queries per second before the sequence, and over its seconds: (from s, to s, rate).
 const BEFORE_QPS: usize = 40;
-const PHASES: [(i64, i64, usize); 5] = [
+const PHASES: [(u32, u32, u32); 5] = [
     (0, 20, 40),
     // A step up.
     (20, 40, 100),
@@ -37,19 +37,14 @@ fn rate(s: i64) -> usize {
     }
     PHASES
         .iter()
-        .find(|(from, to, _)| (*from..*to).contains(&s))
-        .map_or(0, |p| p.2)
+        .find(|(from, to, _)| (i64::from(*from)..i64::from(*to)).contains(&s))
+        .map_or(0, |p| p.2 as usize)
 }
 
 /// The arrivals, ms from 0: evenly spaced within each second.
 fn arrivals() -> Vec<f64> {
-    let end = PHASES.last().unwrap().1;
-    (0..end)
-        .flat_map(|s| {
-            let n = rate(s);
-            (0..n).map(move |k| s as f64 * 1e3 + (k as f64 + 0.5) * 1e3 / n as f64)
-        })
-        .collect()
+    let trace = Trace::evenly_spaced("guarded", None, &PHASES);
+    trace.arrivals.iter().map(|a| a.at_ms).collect()
 }
 
 /// Arrivals from `from_ms` to `to_ms` (whole seconds), as the controller's registry counts them.
@@ -62,33 +57,7 @@ fn count(_: &PipelineKey, from_ms: i64, to_ms: i64) -> usize {
 /// A small catalogue: per family, three models (fast and inaccurate to slow and accurate) on
 /// the CPU and a GPU.
 fn catalogue() -> Vec<Profile> {
-    let mut out = Vec::new();
-    for (family, base) in [("yolo", 6.0), ("resnet", 3.0)] {
-        for (m, (acc, scale)) in [(0.6, 1.0), (0.75, 2.0), (0.9, 4.0)].iter().enumerate() {
-            for (accel, speed) in [(Accelerator::Cpu, 4.0), (Accelerator::GpuPascal, 1.0)] {
-                out.push(Profile {
-                    model: format!("{family}{m}"),
-                    family: family.into(),
-                    accelerator: accel,
-                    accuracy: *acc,
-                    latency: [1usize, 2, 4, 8]
-                        .iter()
-                        .map(|&b| {
-                            let ms = base * scale * speed * (1.0 + 0.4 * (b - 1) as f64);
-                            LatencyPoint {
-                                batch: b,
-                                p50_ms: ms,
-                                p99_ms: ms * 1.1,
-                                mean_ms: ms,
-                                throughput_per_s: b as f64 * 1e3 / ms,
-                            }
-                        })
-                        .collect(),
-                });
-            }
-        }
-    }
-    out
+    Profile::ladder(&[("yolo", 6.0), ("resnet", 3.0)])
 }
 
 /// The controller's decisions: the pipeline tracked at 0 (after [`BEFORE_QPS`]), then one

@@ -19,7 +19,6 @@ use infaas_control::autoscaler::book::Book;
 use infaas_control::autoscaler::{decide_period, Gathered};
 use infaas_control::config::AutoscaleConfig;
 use infaas_core::trace::{Arrival, Trace};
-use infaas_core::LatencyPoint;
 use infaas_scheduler::autoscale::{
     releasable_view, ActionKind, Arrivals, PeriodPlan, ScalingConfig,
 };
@@ -37,45 +36,11 @@ const SLO_MS: f64 = 50.0;
 
 /// Evenly spaced arrivals of one application.
 fn trace() -> Trace {
-    let mut arrivals = Vec::new();
-    for (from, to, rate) in PHASES {
-        for s in from..to {
-            for k in 0..rate {
-                arrivals.push(Arrival {
-                    at_ms: s as f64 * 1e3 + (k as f64 + 0.5) * 1e3 / rate as f64,
-                    app: 0,
-                    slo_ms: Some(SLO_MS),
-                    min_accuracy: None,
-                });
-            }
-        }
-    }
-    Trace {
-        apps: vec!["m".into()],
-        arrivals,
-    }
+    Trace::evenly_spaced("m", Some(SLO_MS), &PHASES)
 }
 
 fn profile(model: &str, accuracy: f64, base_ms: f64) -> Profile {
-    Profile {
-        model: model.into(),
-        family: "m".into(),
-        accelerator: Accelerator::Cpu,
-        accuracy,
-        latency: [1usize, 2, 4, 8]
-            .iter()
-            .map(|&b| {
-                let ms = base_ms * (1.0 + 0.25 * (b as f64 - 1.0));
-                LatencyPoint {
-                    batch: b,
-                    p50_ms: ms,
-                    p99_ms: ms * 1.1,
-                    mean_ms: ms,
-                    throughput_per_s: b as f64 * 1e3 / ms,
-                }
-            })
-            .collect(),
-    }
+    Profile::linear(model, "m", Accelerator::Cpu, accuracy, base_ms, 0.25)
 }
 
 fn cluster() -> Cluster {

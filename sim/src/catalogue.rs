@@ -64,6 +64,61 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// A synthetic profile, for what-if runs and tests: batches of 1, 2, 4 and 8 rows, a
+    /// batch of `b` rows taking `base_ms * (1 + slope * (b - 1))` (p50 and mean), its p99
+    /// 1.1 times that.
+    pub fn linear(
+        model: &str,
+        family: &str,
+        accelerator: Accelerator,
+        accuracy: f64,
+        base_ms: f64,
+        slope: f64,
+    ) -> Profile {
+        Profile {
+            model: model.into(),
+            family: family.into(),
+            accelerator,
+            accuracy,
+            latency: [1usize, 2, 4, 8]
+                .iter()
+                .map(|&b| {
+                    let ms = base_ms * (1.0 + slope * (b as f64 - 1.0));
+                    LatencyPoint {
+                        batch: b,
+                        p50_ms: ms,
+                        p99_ms: ms * 1.1,
+                        mean_ms: ms,
+                        throughput_per_s: b as f64 * 1e3 / ms,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// A synthetic catalogue: per `(family, base_ms)`, three models `{family}0..2` from fast
+    /// and inaccurate (accuracy 0.6, `base_ms` on the GPU) to slow and accurate (0.9, four
+    /// times slower), each on a Pascal GPU and on the CPU (four times slower again), batch
+    /// cost slope 0.4.
+    pub fn ladder(families: &[(&str, f64)]) -> Vec<Profile> {
+        let mut out = Vec::new();
+        for &(family, base) in families {
+            for (m, (accuracy, scale)) in [(0.6, 1.0), (0.75, 2.0), (0.9, 4.0)].iter().enumerate() {
+                for (accel, speed) in [(Accelerator::Cpu, 4.0), (Accelerator::GpuPascal, 1.0)] {
+                    out.push(Profile::linear(
+                        &format!("{family}{m}"),
+                        family,
+                        accel,
+                        *accuracy,
+                        base * scale * speed,
+                        0.4,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The scheduler's entries for this profile as variants of application `app` holding
     /// `threads` cores (CPU) or one GPU, with the given load time and memory: one per profiled
     /// batch size, as the largest batch the variant runs (a variant is a model, hardware and
@@ -250,6 +305,27 @@ mod tests {
             assert_eq!(family_of(model), Some(family), "{model}");
         }
         assert_eq!(family_of("vgg16"), None);
+    }
+
+    #[test]
+    fn synthetic_profiles_follow_their_formula() {
+        let p = Profile::linear("m", "f", Accelerator::Cpu, 0.7, 4.0, 0.25);
+        let batches: Vec<usize> = p.latency.iter().map(|l| l.batch).collect();
+        assert_eq!(batches, [1, 2, 4, 8]);
+        let b8 = &p.latency[3];
+        assert_eq!((b8.mean_ms, b8.p50_ms), (11.0, 11.0));
+        assert!((b8.p99_ms - 12.1).abs() < 1e-9);
+        assert!((b8.throughput_per_s - 8e3 / 11.0).abs() < 1e-9);
+
+        let c = Profile::ladder(&[("yolo", 6.0), ("bert", 3.0)]);
+        assert_eq!(c.len(), 12);
+        let most = c
+            .iter()
+            .find(|p| p.model == "yolo2" && p.accelerator == Accelerator::Cpu)
+            .unwrap();
+        // 6 ms x 4 (the slow model) x 4 (the CPU) at batch 1.
+        assert_eq!((most.accuracy, most.latency[0].mean_ms), (0.9, 96.0));
+        assert_eq!(most.family, "yolo");
     }
 
     #[test]

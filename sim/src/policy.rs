@@ -928,7 +928,6 @@ impl Policy for Infaas {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use infaas_core::LatencyPoint;
 
     use super::*;
     use crate::catalogue::{Accelerator, Profile};
@@ -939,25 +938,7 @@ mod tests {
 
     /// A profile whose batch of `b` rows takes `base_ms * (1 + 0.25 (b - 1))`.
     fn profile(model: &str, acc: Accelerator, accuracy: f64, base_ms: f64) -> Profile {
-        Profile {
-            model: model.into(),
-            family: "m".into(),
-            accelerator: acc,
-            accuracy,
-            latency: [1, 2, 4, 8]
-                .iter()
-                .map(|&b| {
-                    let ms = base_ms * (1.0 + 0.25 * (b as f64 - 1.0));
-                    LatencyPoint {
-                        batch: b,
-                        p50_ms: ms,
-                        p99_ms: ms * 1.1,
-                        mean_ms: ms,
-                        throughput_per_s: b as f64 * 1e3 / ms,
-                    }
-                })
-                .collect(),
-        }
+        Profile::linear(model, "m", acc, accuracy, base_ms, 0.25)
     }
 
     /// Two models of one family: a small fast one and a large accurate one, on CPU and GPU.

@@ -2,11 +2,10 @@
 
 use std::collections::BTreeMap;
 
-use infaas_core::LatencyPoint;
 use infaas_scheduler::loki::{
     accuracy_scaling, Allocation, DropPolicy, LokiSettings, ManagerSettings, SolveStatus,
 };
-use infaas_sim::catalogue::{Accelerator, Profile};
+use infaas_sim::catalogue::Profile;
 
 use super::capacity::PLANNED_TOLERANCE;
 use super::ceiling::{CEILING_TOLERANCE, MILP_SERVE_WEIGHT};
@@ -16,33 +15,7 @@ use crate::pipeline::{CataloguePipeline, CatalogueStage};
 /// A small catalogue: per family, three models (fast and inaccurate to slow and accurate)
 /// on the CPU and a GPU.
 fn catalogue() -> Vec<Profile> {
-    let mut out = Vec::new();
-    for (family, base) in [("yolo", 6.0), ("resnet", 3.0), ("efficientnet", 4.0)] {
-        for (m, (acc, scale)) in [(0.6, 1.0), (0.75, 2.0), (0.9, 4.0)].iter().enumerate() {
-            for (accel, speed) in [(Accelerator::Cpu, 4.0), (Accelerator::GpuPascal, 1.0)] {
-                out.push(Profile {
-                    model: format!("{family}{m}"),
-                    family: family.into(),
-                    accelerator: accel,
-                    accuracy: *acc,
-                    latency: [1usize, 2, 4, 8]
-                        .iter()
-                        .map(|&b| {
-                            let ms = base * scale * speed * (1.0 + 0.4 * (b - 1) as f64);
-                            LatencyPoint {
-                                batch: b,
-                                p50_ms: ms,
-                                p99_ms: ms * 1.1,
-                                mean_ms: ms,
-                                throughput_per_s: b as f64 * 1e3 / ms,
-                            }
-                        })
-                        .collect(),
-                });
-            }
-        }
-    }
-    out
+    Profile::ladder(&[("yolo", 6.0), ("resnet", 3.0), ("efficientnet", 4.0)])
 }
 
 fn setup() -> Overload {
