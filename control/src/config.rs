@@ -275,7 +275,7 @@ impl Default for AutoscaleConfig {
     fn default() -> Self {
         AutoscaleConfig {
             enabled: true,
-            model_interval_ms: 1000,
+            model_interval_ms: infaas_scheduler::autoscale::DEFAULT_MODEL_PERIOD_MS,
             worker_interval_ms: 2000,
             exact_interval_ms: 30_000,
             exact_apply_gap: 0.05,
@@ -287,8 +287,8 @@ impl Default for AutoscaleConfig {
             vertical: true,
             vertical_max_threads: 16,
             vertical_parallel_fraction: 0.9,
-            stable_periods: 5,
-            migration_periods: 3,
+            stable_periods: 20,
+            migration_periods: 12,
             worker_provider: WorkerProviderKind::Process,
             worker_utilisation: 0.8,
             overloaded_fraction: 0.8,
@@ -1026,7 +1026,7 @@ mod tests {
         assert_eq!(c.autoscale.worker_provider, WorkerProviderKind::Process);
         assert_eq!(
             (c.autoscale.slack, c.autoscale.model_interval_ms),
-            (1.05, 1000)
+            (1.05, 250)
         );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("infaas.toml");

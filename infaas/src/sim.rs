@@ -93,7 +93,7 @@ pub struct SimArgs {
     peak_hold_secs: Option<f64>,
     /// Period of the platform's model autoscaler (`autoscale.model_interval_ms`) and of every
     /// policy's periodic step, in ms (at least 10).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = infaas_scheduler::autoscale::DEFAULT_MODEL_PERIOD_MS)]
     model_interval_ms: u64,
     /// Every query asks for at least this accuracy: a fraction, or `baseline` for, per
     /// application, the accuracy of the variant the fixed-variant baselines serve it with

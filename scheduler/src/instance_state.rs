@@ -108,6 +108,13 @@ pub struct Thresholds {
     /// Interference needs a neighbour: a worker is self-contended ([`self_contended`]) unless
     /// work other than the platform's uses at least this fraction of its cores (default 0.2).
     pub neighbour_share: f64,
+    /// The monitoring window, ms (the model autoscaler's period; default 1,000). A queue
+    /// counts towards Overloaded only when it would take the instance longer than this to
+    /// drain at its profiled peak (half of it to stay Overloaded): a few rows queued behind
+    /// each other by a random burst, drained long before the next window, are not overload
+    /// (at a quarter-second window, a one-row variant at a fifth of its peak shows three rows
+    /// queued at some window within a minute, and would be scaled for it).
+    pub window_ms: f64,
 }
 
 impl Default for Thresholds {
@@ -124,6 +131,7 @@ impl Default for Thresholds {
             exit_late_fraction: 0.005,
             late_min_queries: 3,
             neighbour_share: 0.2,
+            window_ms: 1_000.0,
         }
     }
 }
@@ -177,18 +185,22 @@ pub fn next_state(prev: InstanceState, f: &InstanceFigures, t: &Thresholds) -> I
     let batch = f.max_batch.max(1) as f64;
     let queue = f.queue_len as f64;
     let busy = |factor: f64| f.peak_qps > 0.0 && f.qps >= factor * f.peak_qps;
+    // A queue of more than `batches` max-batches that takes longer than `window_ms` to drain.
+    let queued = |batches: f64, window_ms: f64| {
+        queue > batches * batch && (f.peak_qps <= 0.0 || queue / f.peak_qps * 1e3 > window_ms)
+    };
     let late = |fraction: f64, min: u64| {
         f.slo_late >= min.max(1) && f.slo_late as f64 > fraction * f.slo_answered as f64
     };
     let (saturated, late) = if prev == InstanceState::Overloaded {
         // Stay unless throughput, queue and lateness are all clearly down.
         (
-            busy(t.exit_overload) || queue > t.exit_queue_batches * batch,
+            busy(t.exit_overload) || queued(t.exit_queue_batches, t.window_ms / 2.0),
             late(t.exit_late_fraction, 1),
         )
     } else {
         (
-            busy(t.enter_overload) || queue > t.enter_queue_batches * batch,
+            busy(t.enter_overload) || queued(t.enter_queue_batches, t.window_ms),
             late(t.enter_late_fraction, t.late_min_queries),
         )
     };
@@ -246,8 +258,14 @@ mod tests {
         }
     }
 
+    /// A 10-ms monitoring window: any queue of more than two batches (more than 16 ms at
+    /// 1,000 rows/s) takes longer than it to drain, so the queue rules are the batch counts.
     fn step(prev: InstanceState, f: InstanceFigures) -> InstanceState {
-        next_state(prev, &f, &Thresholds::default())
+        let t = Thresholds {
+            window_ms: 10.0,
+            ..Thresholds::default()
+        };
+        next_state(prev, &f, &t)
     }
 
     const ALL: [InstanceState; 4] = [Inactive, Active, Overloaded, Interfered];
@@ -303,6 +321,70 @@ mod tests {
             ..figures()
         };
         assert_eq!(step(Active, f), Active);
+    }
+
+    #[test]
+    fn a_queue_drained_within_the_window_is_not_overload() {
+        // A one-row variant at a fifth of its peak (250 rows/s): three rows queued by a burst
+        // drain in 12 ms, long before the next quarter-second window.
+        let small = InstanceFigures {
+            qps: 50.0,
+            peak_qps: 250.0,
+            max_batch: 1,
+            queue_len: 3,
+            ..figures()
+        };
+        let t = Thresholds {
+            window_ms: 250.0,
+            ..Thresholds::default()
+        };
+        assert_eq!(next_state(Active, &small, &t), Active);
+        // More than the window's worth (62.5 rows) is.
+        let deep = InstanceFigures {
+            queue_len: 63,
+            ..small
+        };
+        assert_eq!(next_state(Active, &deep, &t), Overloaded);
+        assert_eq!(
+            next_state(
+                Active,
+                &InstanceFigures {
+                    queue_len: 62,
+                    ..small
+                },
+                &t
+            ),
+            Active
+        );
+        // Staying needs half of it: 32 rows stay, 31 leave.
+        assert_eq!(
+            next_state(
+                Overloaded,
+                &InstanceFigures {
+                    queue_len: 32,
+                    ..small
+                },
+                &t
+            ),
+            Overloaded
+        );
+        assert_eq!(
+            next_state(
+                Overloaded,
+                &InstanceFigures {
+                    queue_len: 31,
+                    ..small
+                },
+                &t
+            ),
+            Active
+        );
+        // Without a profile (no peak), the batch count alone decides.
+        let unprofiled = InstanceFigures {
+            peak_qps: 0.0,
+            ..small
+        };
+        assert_eq!(next_state(Active, &unprofiled, &t), Overloaded);
     }
 
     #[test]

@@ -17,8 +17,11 @@ the loaded instances hold (their intra-op threads, sampled every 250 ms from `GE
 prices it. The low phase after the surge is longer than the peak hold (60 s), so the
 autoscaled server gives back what the surge needed.
 
+`--model-interval-ms 250,1000` runs the autoscaled setup once per model-autoscaler period
+(`autoscale.model_interval_ms`, written to a configuration file), beside the one fixed peak.
+
 Usage: autoscale_real.py --binary B [--model cifar-resnet] [--low 0.15] [--high 0.6]
-                         [--phases 30,60,150] [--json OUT]
+                         [--phases 30,60,150] [--model-interval-ms MS[,MS...]] [--json OUT]
 Called by scripts/bench/autoscale_real.sh, which builds the binary first.
 """
 
@@ -122,8 +125,11 @@ def main() -> int:
     ap.add_argument("--high", type=float, default=0.6, help="high rate, fraction of capacity")
     ap.add_argument("--phases", default="30,60,150", help="seconds of low, high, low")
     ap.add_argument("--warmup", type=float, default=20.0)
+    ap.add_argument("--model-interval-ms", default="",
+                    help="autoscaled runs at these model periods, comma-separated (default: the server's)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    periods = [int(x) for x in a.model_interval_ms.split(",") if x.strip()]
     a.phases = [float(x) for x in a.phases.split(",")]
     if len(a.phases) != 3:
         raise SystemExit("--phases takes three durations: low, high, low")
@@ -157,19 +163,31 @@ def main() -> int:
           f"phases {a.phases} s", flush=True)
     work = tempfile.mkdtemp(prefix="infaas-autoscale-traces-")
     common = (capacity, slo, models, rows, work, app)
-    auto = setup(a, "autoscaled", [], a.low * capacity, *common)
+    autos = []
+    for ms in periods or [None]:
+        extra, name = [], "autoscaled"
+        if ms is not None:
+            conf = os.path.join(work, f"period-{ms}.toml")
+            with open(conf, "w") as f:
+                f.write(f"[autoscale]\nmodel_interval_ms = {ms}\n")
+            extra, name = ["--config", conf], f"autoscaled, {ms} ms period"
+        autos.append((name, ms, setup(a, name.replace(", ", "-").replace(" ", "-"), extra,
+                                      a.low * capacity, *common)))
     fixed = setup(a, "fixed-peak", ["--autoscale", "false"], a.high * capacity, *common)
+    auto = autos[0][2]
     report = {"model": a.model, "date": started, "cores": cores, "capacity_rows_per_s": capacity,
               "slo_ms": slo, "autoscaled": auto, "fixed_peak": fixed,
-              "cost_ratio": auto["cost_usd"] / max(fixed["cost_usd"], 1e-12)}
+              "cost_ratio": auto["cost_usd"] / max(fixed["cost_usd"], 1e-12),
+              "by_model_interval_ms": [{"model_interval_ms": ms, **r} for _, ms, r in autos]}
     print()
     print("| setup | low | high | low after | all | core-seconds | cost / fixed peak |")
     print("|---|---|---|---|---|---|---|")
-    for name, r in (("autoscaled", auto), ("fixed peak (`--autoscale false`)", fixed)):
+    for name, r in [(n, r) for n, _, r in autos] + [("fixed peak (`--autoscale false`)", fixed)]:
         ph = " | ".join(f"{100 * p['slo_attainment']:.2f}%" for p in r["phases"])
         print(f"| {name} | {ph} | {100 * r['slo_attainment']:.2f}% | {r['core_seconds']:.0f} "
               f"| {r['cost_usd'] / max(fixed['cost_usd'], 1e-12):.2f}x |")
-    print(f"\nscaling events (autoscaled): {auto['scaling_events']}")
+    for name, _, r in autos:
+        print(f"\nscaling events ({name}): {r['scaling_events']}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=2)

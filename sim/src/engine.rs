@@ -195,7 +195,7 @@ impl Default for Cluster {
             load_ms_gpu: 5_000.0,
             variant_memory_bytes: 2 << 30,
             prices: Prices::default(),
-            tick_ms: 1_000.0,
+            tick_ms: infaas_scheduler::autoscale::DEFAULT_MODEL_PERIOD_MS as f64,
             max_cpu_workers: 0,
             max_gpu_workers: 0,
             worker_start_ms: 30_000.0,
@@ -693,7 +693,10 @@ impl<'t> Engine<'t> {
             app_window: vec![0; trace.apps.len()],
             peak_rate,
             opening_rate,
-            thresholds: Thresholds::default(),
+            thresholds: Thresholds {
+                window_ms: cluster.tick_ms,
+                ..Thresholds::default()
+            },
             started: false,
             cluster,
         })

@@ -82,15 +82,56 @@ struct WorkerSlot {
     beat: Heartbeat,
     last_seen: Instant,
     alive: bool,
+    /// Rows per second each instance (by variant id) served between the worker's previous
+    /// report and its latest, from their `rows_total`: the embedded worker's over each
+    /// monitoring window, as the simulator measures them; a remote worker's over its heartbeat
+    /// period.
+    rates: HashMap<String, f64>,
 }
+
+impl WorkerSlot {
+    /// The instance's throughput figure: its rate over the last reporting span, or the
+    /// worker's own (over its last seconds) before there are two reports of it.
+    fn rate(&self, i: &InstanceReport) -> f64 {
+        self.rates.get(&i.variant_id).copied().unwrap_or(i.qps)
+    }
+}
+
+/// Rows per second each instance of `beat` served since `prev`, `secs` earlier (instances
+/// new since, or reloaded, are left out).
+fn rates_between(prev: &Heartbeat, beat: &Heartbeat, secs: f64) -> HashMap<String, f64> {
+    beat.instances
+        .iter()
+        .filter_map(|i| {
+            let before = prev
+                .instances
+                .iter()
+                .find(|p| p.variant_id == i.variant_id)?;
+            let rows = i.rows_total.checked_sub(before.rows_total)?;
+            Some((i.variant_id.clone(), rows as f64 / secs))
+        })
+        .collect()
+}
+
+/// Reports closer together than this keep the rates of the previous span (too short to
+/// measure a rate over).
+const MIN_RATE_SPAN: Duration = Duration::from_millis(5);
 
 pub use catalog::{Catalog, Served};
 
-/// Online queries measured over one-second windows: how busy they keep the workers and how
-/// many miss their SLO (what offline jobs yield to).
-#[derive(Debug, Default)]
+/// Online queries measured over windows of the monitoring period: how busy they keep the
+/// workers and how many miss their SLO (what offline jobs yield to).
+#[derive(Debug)]
 pub struct OnlineMeter {
+    length: Duration,
     window: Mutex<MeterWindow>,
+}
+
+impl Default for OnlineMeter {
+    /// One-second windows.
+    fn default() -> Self {
+        OnlineMeter::new(Duration::from_secs(1))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -103,14 +144,13 @@ struct MeterWindow {
     last: OnlineLoad,
 }
 
-const METER_WINDOW: Duration = Duration::from_secs(1);
-
 impl MeterWindow {
-    /// Closes the window when it is over (an empty one stands for the whole idle stretch).
-    fn roll(&mut self, now: Instant) {
+    /// Closes the window when it is `length` old (an empty one stands for the whole idle
+    /// stretch).
+    fn roll(&mut self, now: Instant, length: Duration) {
         let start = *self.start.get_or_insert(now);
         let elapsed = now.duration_since(start);
-        if elapsed < METER_WINDOW {
+        if elapsed < length {
             return;
         }
         let secs = elapsed.as_secs_f64();
@@ -132,9 +172,17 @@ impl MeterWindow {
 }
 
 impl OnlineMeter {
+    /// A meter whose windows last `length`.
+    pub fn new(length: Duration) -> OnlineMeter {
+        OnlineMeter {
+            length,
+            window: Mutex::new(MeterWindow::default()),
+        }
+    }
+
     pub fn record(&self, latency_ms: f64, slo_ms: Option<f64>) {
         if let Ok(mut w) = self.window.lock() {
-            w.roll(Instant::now());
+            w.roll(Instant::now(), self.length);
             w.busy_ms += latency_ms;
             w.queries += 1;
             if let Some(slo) = slo_ms {
@@ -150,7 +198,7 @@ impl OnlineMeter {
     pub fn load(&self) -> OnlineLoad {
         match self.window.lock() {
             Ok(mut w) => {
-                w.roll(Instant::now());
+                w.roll(Instant::now(), self.length);
                 w.last
             }
             Err(_) => OnlineLoad::default(),
@@ -168,6 +216,9 @@ pub struct Cluster {
     /// (`autoscale.vertical_parallel_fraction`).
     parallel_fraction: f64,
     heartbeat_timeout: Duration,
+    /// The monitoring window: figures and instance states are judged this often (the model
+    /// autoscaler's period, at most a second), as the simulator judges them every tick.
+    monitor_period: Duration,
     local: Option<Arc<WorkerNode>>,
     workers: RwLock<HashMap<String, WorkerSlot>>,
     catalog: RwLock<Arc<Catalog>>,
@@ -249,6 +300,16 @@ const DRAIN_TTL: Duration = Duration::from_secs(60);
 /// How long a drained instance stays out of the index at least.
 const DRAIN_MIN: Duration = Duration::from_secs(5);
 
+/// How often the serving catalog is read again from the store.
+const CATALOG_REFRESH: Duration = Duration::from_secs(2);
+
+/// The monitoring window: the model autoscaler's period (`autoscale.model_interval_ms`), so
+/// that each of its periods sees states judged over its own window as the simulator's tick
+/// does, at most a second (what the monitoring loop ran at before the period was a setting).
+pub fn monitor_period(config: &Config) -> Duration {
+    Duration::from_millis(config.autoscale.model_interval_ms.clamp(10, 1_000))
+}
+
 /// Instance ids in the index: `{worker id}/{variant id}`.
 pub fn instance_id(worker: &str, variant: &str) -> String {
     format!("{worker}/{variant}")
@@ -262,10 +323,12 @@ impl Cluster {
             thresholds: Thresholds {
                 enter_interference: config.autoscale.interference_factor,
                 exit_interference: 0.8 * config.autoscale.interference_factor,
+                window_ms: monitor_period(config).as_secs_f64() * 1e3,
                 ..Thresholds::default()
             },
             parallel_fraction: config.autoscale.vertical_parallel_fraction,
             heartbeat_timeout: Duration::from_millis(config.heartbeat_timeout_ms),
+            monitor_period: monitor_period(config),
             local: local.clone(),
             workers: RwLock::new(HashMap::new()),
             catalog: RwLock::new(Arc::new(Catalog::default())),
@@ -273,7 +336,7 @@ impl Cluster {
             states: Mutex::new(HashMap::new()),
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
             refreshing: tokio::sync::Mutex::new(()),
-            online: OnlineMeter::default(),
+            online: OnlineMeter::new(monitor_period(config)),
             demand: Default::default(),
             draining: Mutex::new(HashMap::new()),
             draining_workers: Mutex::new(HashMap::new()),
@@ -327,8 +390,12 @@ impl Cluster {
             let id = beat.worker.id.clone();
             match workers.get_mut(&id) {
                 Some(slot) => {
+                    let span = slot.last_seen.elapsed();
+                    if span >= MIN_RATE_SPAN {
+                        slot.rates = rates_between(&slot.beat, &beat, span.as_secs_f64());
+                        slot.last_seen = Instant::now();
+                    }
                     slot.beat = beat;
-                    slot.last_seen = Instant::now();
                     slot.alive = true;
                 }
                 None => {
@@ -340,6 +407,7 @@ impl Cluster {
                             beat,
                             last_seen: Instant::now(),
                             alive: true,
+                            rates: HashMap::new(),
                         },
                     );
                 }
@@ -773,7 +841,7 @@ impl Cluster {
                 };
                 let figures = InstanceFigures {
                     loaded: true,
-                    qps: i.qps,
+                    qps: w.rate(i),
                     peak_qps: peak,
                     queue_len: i.queue_rows,
                     max_batch: i.max_batch,
@@ -889,7 +957,7 @@ impl Cluster {
                     worker: widx,
                     state,
                     queue_len: i.queue_rows,
-                    qps: i.qps,
+                    qps: w.rate(i),
                 }) {
                     let _ = snapshot.attach_in_flight(idx, counter.clone());
                     live.insert(id, counter);
@@ -932,20 +1000,21 @@ impl Cluster {
         }
     }
 
-    /// Monitoring loop: figures and states every second, the catalog every two.
+    /// Monitoring loop: figures and states every monitoring window ([`monitor_period`]),
+    /// the catalog every two seconds.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut n = 0u64;
+        let mut refreshed: Option<Instant> = None;
         loop {
-            if n.is_multiple_of(2) {
+            if refreshed.is_none_or(|t| t.elapsed() >= CATALOG_REFRESH) {
+                refreshed = Some(Instant::now());
                 if let Err(e) = self.refresh_catalog().await {
                     tracing::error!(error = %e, "cannot refresh the serving catalog");
                 }
             }
             self.tick();
-            n += 1;
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = tokio::time::sleep(self.monitor_period) => {}
             }
         }
     }

@@ -20,13 +20,14 @@ use crate::snapshot::{Prices, Snapshot};
 /// Threshold of migration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MigrationConfig {
-    /// Interfered periods before an instance moves (3; see [`interfered_periods_after`]).
+    /// Interfered periods before an instance moves (12: 3 s at the default 250-ms period;
+    /// see [`interfered_periods_after`]).
     pub periods: usize,
 }
 
 impl Default for MigrationConfig {
     fn default() -> Self {
-        MigrationConfig { periods: 3 }
+        MigrationConfig { periods: 12 }
     }
 }
 
@@ -255,8 +256,9 @@ mod tests {
         let s = snapshot();
         let cfg = MigrationConfig::default();
         let mut c = InterferenceCounter::default();
-        c.observe_snapshot(&s);
-        c.observe_snapshot(&s);
+        for _ in 1..cfg.periods {
+            c.observe_snapshot(&s);
+        }
         assert!(migrations(&s, &c.periods_of(&s), &PRICES, &cfg).is_empty());
         c.observe_snapshot(&s);
         let a = migrations(&s, &c.periods_of(&s), &PRICES, &cfg);
@@ -281,7 +283,8 @@ mod tests {
         );
         assert_eq!(a[0].cost_before_per_s, a[0].cost_after_per_s);
         assert!(
-            a[0].reason.contains("Interfered for 3 periods"),
+            a[0].reason
+                .contains(&format!("Interfered for {} periods", cfg.periods)),
             "{}",
             a[0].reason
         );
@@ -291,7 +294,8 @@ mod tests {
     fn no_migration_to_a_worker_where_interference_was_seen_lately() {
         let mut s = snapshot();
         s.set_worker_interference(4, true).unwrap();
-        let a = migrations(&s, &[3, 3], &PRICES, &MigrationConfig::default());
+        let cfg = MigrationConfig::default();
+        let a = migrations(&s, &[cfg.periods; 2], &PRICES, &cfg);
         // w4 was noisy a while ago: w1, busier but quiet, takes both.
         assert_eq!(a.len(), 2, "{a:?}");
         for m in &a {
@@ -313,6 +317,7 @@ mod tests {
         let i0 = b.add_instance(instance("i0", v, w0)).unwrap();
         let mut s = b.build();
         s.set_instance_state(i0, InstanceState::Interfered).unwrap();
-        assert!(migrations(&s, &[10], &PRICES, &MigrationConfig::default()).is_empty());
+        let cfg = MigrationConfig::default();
+        assert!(migrations(&s, &[cfg.periods], &PRICES, &cfg).is_empty());
     }
 }

@@ -84,7 +84,9 @@ pub use ilp::{exact, exact_with, gap, Gap};
 pub use load::{hold_periods, Arrivals, PlannedLoad};
 pub use migration::{interfered_periods_after, migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
-pub use model_loop::{LiveFamily, LoopConfig, LoopInput, LoopPeriod, ModelLoop, Signal};
+pub use model_loop::{
+    LiveFamily, LoopConfig, LoopInput, LoopPeriod, ModelLoop, Signal, DEFAULT_MODEL_PERIOD_MS,
+};
 pub use period::{
     model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,
     PeriodPlan, Planner, Shortage,

@@ -6,8 +6,8 @@
 //! cluster and asserts the same decisions in the same order.
 //!
 //! Per family it keeps:
-//! - the load to plan for ([`PlannedLoad`]: the last rate, its moving average and the peak
-//!   hold);
+//! - the load to plan for ([`PlannedLoad`]: the last period's rate, the period rates' moving
+//!   average and the busiest one-second rate of the peak hold);
 //! - how many periods that load has been stable ([`Stability`], 10 %);
 //! - a forecaster of the family's arrivals ([`AutoForecaster`], Themis §3.2): the highest rate
 //!   it forecasts over the next ten seconds judges when threads added to an instance become
@@ -42,6 +42,11 @@ pub const FORECAST_INITIAL: ForecastModel = ForecastModel::Ewma { alpha: 0.5 };
 /// Relative change within which a family's load counts as stable.
 pub const STABILITY_TOLERANCE: f64 = 0.1;
 
+/// The model autoscaler's default period, ms (the controller's `autoscale.model_interval_ms`,
+/// the simulator's `Cluster::tick_ms`): a quarter of a second, so that a step in load is seen
+/// and answered within a quarter of a second rather than a whole one.
+pub const DEFAULT_MODEL_PERIOD_MS: u64 = 250;
+
 /// The settings of one [`ModelLoop`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LoopConfig {
@@ -60,6 +65,11 @@ impl LoopConfig {
     /// Periods the peak hold spans.
     pub fn hold_periods(&self) -> usize {
         hold_periods(self.period.scaling.peak_hold_ms, self.period_ms)
+    }
+
+    /// Periods in a second (at least one): the span of the rates the peak hold keeps.
+    pub fn second_periods(&self) -> usize {
+        ((1_000.0 / self.period_ms.max(10.0)).ceil() as usize).max(1)
     }
 
     /// Periods in the forecast's horizon (at least one).
@@ -202,7 +212,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
         let overloaded_lately = f
             .overloaded_at_ms
             .is_some_and(|t| overloaded || now_ms - t < hold_ms);
-        let load_qps = f.load.observe(rate, hold);
+        let load_qps = f.load.observe(rate, hold, self.config.second_periods());
         let stable_periods = f.stability.observe(load_qps);
         let forecast_max_qps = f.forecaster.as_mut().and_then(|(fc, seen)| {
             fc.update(rate);

@@ -37,7 +37,8 @@ pub struct VerticalConfig {
     pub max_threads: usize,
     /// Capacity to aim for, as a multiple of the demand (1.05, INFaaS' slack).
     pub headroom: f64,
-    /// Periods of stable load after which instances return to base threads (5).
+    /// Periods of stable load after which instances return to base threads (20: 5 s at the
+    /// default 250-ms period).
     pub stable_periods: usize,
 }
 
@@ -47,7 +48,7 @@ impl Default for VerticalConfig {
             parallel_fraction: 0.9,
             max_threads: 16,
             headroom: 1.05,
-            stable_periods: 5,
+            stable_periods: 20,
         }
     }
 }
@@ -520,7 +521,7 @@ mod tests {
             ..overloaded(250.0)
         };
         // Not yet stable: only the threads the load does not need are given back, in place.
-        let a = vertical(&[big], &[4], 4, &PRICES, &cfg);
+        let a = vertical(&[big], &[4], cfg.stable_periods - 1, &PRICES, &cfg);
         let ActionKind::Rebalance {
             threads,
             replicas: 0,
@@ -531,7 +532,7 @@ mod tests {
         };
         assert!(threads < 8 && peak_at(&big, threads, &cfg) >= cfg.headroom * 250.0);
         assert!(peak_at(&big, threads - 1, &cfg) < cfg.headroom * 250.0);
-        let a = vertical(&[big], &[4], 5, &PRICES, &cfg);
+        let a = vertical(&[big], &[4], cfg.stable_periods, &PRICES, &cfg);
         assert_eq!(
             a[0].kind,
             ActionKind::Rebalance {
@@ -542,7 +543,7 @@ mod tests {
         );
         assert_eq!((a[0].cost_before_per_s, a[0].cost_after_per_s), (8.0, 3.0));
         // No room for the replicas anywhere: stays as it is.
-        assert!(vertical(&[big], &[1], 5, &PRICES, &cfg).is_empty());
+        assert!(vertical(&[big], &[1], cfg.stable_periods, &PRICES, &cfg).is_empty());
         // As many cores, more throughput: 2 threads serving 150 rows/s (182 rows/s) become two
         // 1-thread instances (200 rows/s).
         let small = CpuInstance {
@@ -550,7 +551,7 @@ mod tests {
             threads: 2,
             ..overloaded(150.0)
         };
-        let a = vertical(&[small], &[8], 5, &PRICES, &cfg);
+        let a = vertical(&[small], &[8], cfg.stable_periods, &PRICES, &cfg);
         assert_eq!(
             a[0].kind,
             ActionKind::Rebalance {
@@ -566,7 +567,7 @@ mod tests {
             threads: 2,
             ..overloaded(200.0)
         };
-        assert!(vertical(&[busy], &[8], 5, &PRICES, &cfg).is_empty());
+        assert!(vertical(&[busy], &[8], cfg.stable_periods, &PRICES, &cfg).is_empty());
     }
 
     /// An overloaded instance that the settled load lets split into base-thread instances is
@@ -579,7 +580,7 @@ mod tests {
             threads: 8,
             ..overloaded(500.0)
         };
-        let a = vertical(&[big], &[8], 5, &PRICES, &cfg);
+        let a = vertical(&[big], &[8], cfg.stable_periods, &PRICES, &cfg);
         assert_eq!(
             a.iter().map(|a| a.kind).collect::<Vec<_>>(),
             vec![ActionKind::Rebalance {
