@@ -121,7 +121,11 @@ mod tests {
         for _ in 0..8 {
             assert_eq!(l.observe(100.0, 240, 4), 100.0);
         }
-        assert_eq!(l.observe(300.0, 240, 4), 300.0, "a busy period counts at once");
+        assert_eq!(
+            l.observe(300.0, 240, 4),
+            300.0,
+            "a busy period counts at once"
+        );
         for _ in 0..3 {
             l.observe(100.0, 240, 4);
         }

@@ -408,7 +408,16 @@ fn short_demands(
                 .any(|&i| s.instances()[i].state != InstanceState::Inactive)
         };
         let service = super::problem::family_service_ms(s.variants(), variants, live);
-        let missing = scaling.slack_for(d.slo_ms, service) * d.load_qps - capacity;
+        let servers = variants
+            .iter()
+            .map(|&v| {
+                s.variant_instances(v)
+                    .iter()
+                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
+                    .count()
+            })
+            .sum();
+        let missing = scaling.slack_for(d.slo_ms, service, servers) * d.load_qps - capacity;
         if missing > 0.0 {
             let hardware = variants
                 .first()

@@ -289,7 +289,8 @@ impl<'i, 'a> Prepared<'i, 'a> {
             .map(|fam| {
                 let service =
                     family_service_ms(input.variants, &fam.variants, |j| !running[j].is_empty());
-                input.config.slack_for(fam.slo_ms, service)
+                let servers = fam.variants.iter().map(|&j| running[j].len()).sum();
+                input.config.slack_for(fam.slo_ms, service, servers)
             })
             .collect();
         let short: Vec<bool> = input

@@ -1070,23 +1070,49 @@ fn a_variant_counts_only_the_batches_its_slo_leaves_room_for() {
 #[test]
 fn queueing_slack_grows_as_the_slo_nears_the_service_time() {
     // The zoo CNN: 3.6 ms a row against a 36 ms SLO keeps 80 % utilisation at most.
-    let cnn = queueing_slack(36.0, 3.6);
+    let cnn = queueing_slack(36.0, 3.6, 1);
     assert!((1.2..1.3).contains(&cnn), "{cnn}");
     // A tiny model against a loose SLO: nothing beyond the configured slack.
-    assert!(queueing_slack(50.0, 0.05) < 1.01);
+    assert!(queueing_slack(50.0, 0.05, 1) < 1.01);
     // Tighter SLOs ask for more, up to the cap; none for an SLO the run itself misses.
     let ladder: Vec<f64> = [100.0, 36.0, 18.0, 9.0]
         .iter()
-        .map(|&slo| queueing_slack(slo, 3.6))
+        .map(|&slo| queueing_slack(slo, 3.6, 1))
         .collect();
     assert!(ladder.windows(2).all(|w| w[0] < w[1]), "{ladder:?}");
-    assert_eq!(queueing_slack(4.0, 3.6), MAX_QUEUEING_SLACK);
-    assert_eq!(queueing_slack(3.0, 3.6), 1.0);
-    assert_eq!(queueing_slack(f64::INFINITY, 3.6), 1.0);
+    assert_eq!(queueing_slack(4.0, 3.6, 1), MAX_QUEUEING_SLACK);
+    assert_eq!(queueing_slack(3.0, 3.6, 1), 1.0);
+    assert_eq!(queueing_slack(f64::INFINITY, 3.6, 1), 1.0);
     let cfg = ScalingConfig::default();
-    assert_eq!(cfg.slack_for(None, 3.6), cfg.slack);
-    assert_eq!(cfg.slack_for(Some(36.0), 3.6), cnn);
+    assert_eq!(cfg.slack_for(None, 3.6, 1), cfg.slack);
+    assert_eq!(cfg.slack_for(Some(36.0), 3.6, 1), cnn);
     assert!((cfg.scale_down_for(cnn) - cfg.scale_down * cnn / cfg.slack).abs() < 1e-12);
+}
+
+/// Instances that selection fills shortest-queue-first wait as one pooled queue: the more of
+/// them, the less idle capacity the same SLO needs.
+#[test]
+fn pooled_instances_need_less_queueing_headroom() {
+    // Erlang's C: one server waits whenever busy; two at one server's load wait a third of the
+    // time.
+    assert!((erlang_c(1, 0.7) - 0.7).abs() < 1e-12);
+    assert!((erlang_c(2, 1.0) - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(erlang_c(3, 3.0), 1.0);
+    // One server is the single-queue formula.
+    let one = |rho: f64, k: f64| rho * (-2.0 * k * (1.0 - rho) / rho).exp();
+    let s1 = queueing_slack(36.0, 3.6, 1);
+    assert!((one(1.0 / s1, 9.0) - SLO_MISS_TARGET).abs() < 1e-6);
+    // A 250-ms run against a 300-ms SLO: the cap on one instance, less on more.
+    let slacks: Vec<f64> = [1, 2, 5, 10, 40]
+        .iter()
+        .map(|&c| queueing_slack(300.0, 250.0, c))
+        .collect();
+    assert_eq!(slacks[0], MAX_QUEUEING_SLACK);
+    assert!(slacks.windows(2).all(|w| w[1] <= w[0]), "{slacks:?}");
+    assert!((1.55..1.7).contains(&slacks[3]), "{slacks:?}");
+    assert!((1.15..1.25).contains(&slacks[4]), "{slacks:?}");
+    // Zero instances count as one.
+    assert_eq!(queueing_slack(300.0, 250.0, 0), slacks[0]);
 }
 
 /// Two replicas of a model whose rows do not batch, at 250 rows/s: without an SLO one goes
