@@ -1,6 +1,6 @@
 //! Simulation speed: simulated queries per second of wall time on one core, policy calls
-//! included at their real periods (selection for every query, the model period once per
-//! simulated second). The target is 3 million queries/s with the platform's policy. Each
+//! included at their real periods (selection for every query, the model period every quarter
+//! second, the simulator's default and the controller's). The target is 3 million queries/s with the platform's policy. Each
 //! policy runs three times and the fastest run is reported.
 //!
 //! ```sh

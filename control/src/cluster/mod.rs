@@ -1088,3 +1088,88 @@ fn typical_batch(i: &InstanceReport) -> usize {
         .map(|(b, _)| *b)
         .unwrap_or(1)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod window_tests {
+    use infaas_worker::WorkerInfo;
+
+    use super::*;
+
+    fn report(variant: &str, rows_total: u64, qps: f64) -> InstanceReport {
+        InstanceReport {
+            variant_id: variant.into(),
+            variant_name: variant.into(),
+            threads: 1,
+            max_batch: 8,
+            memory_bytes: 0,
+            queue_rows: 0,
+            in_flight: false,
+            requests_total: rows_total,
+            rows_total,
+            errors_total: 0,
+            qps,
+            latency_p50_ms: 1.0,
+            latency_p99_ms: 1.0,
+            exec_p50_ms: 1.0,
+            exec_p99_ms: 1.0,
+            batch_histogram: Vec::new(),
+            idle_ms: 0,
+        }
+    }
+
+    fn beat(instances: Vec<InstanceReport>) -> Heartbeat {
+        Heartbeat {
+            worker: WorkerInfo {
+                id: "w".into(),
+                name: "w".into(),
+                address: None,
+                hardware: vec![HardwareKind::Cpu],
+                cores: 2,
+                thread_budget: 8,
+                memory_budget_bytes: 1 << 30,
+                simulated_gpu: None,
+            },
+            threads_used: 0,
+            memory_used_bytes: 0,
+            utilisation: 0.0,
+            own_utilisation: 0.0,
+            instances,
+        }
+    }
+
+    /// An instance's rate is what it served between two reports (the window), not the
+    /// worker's figure over its last seconds; instances new since, or reloaded, have none.
+    #[test]
+    fn rates_are_measured_over_the_span_between_two_reports() {
+        let before = beat(vec![report("a", 1_000, 0.0), report("b", 500, 0.0)]);
+        let after = beat(vec![
+            report("a", 1_100, 900.0),
+            report("b", 20, 7.0),
+            report("c", 30, 60.0),
+        ]);
+        let rates = rates_between(&before, &after, 0.25);
+        assert_eq!(rates.len(), 1, "{rates:?}");
+        assert!((rates["a"] - 400.0).abs() < 1e-9);
+        let slot = WorkerSlot {
+            handle: Arc::new(fake::FakeWorker::default()),
+            beat: after.clone(),
+            last_seen: Instant::now(),
+            alive: true,
+            rates,
+        };
+        // Measured where there are two reports, the worker's own figure otherwise.
+        let by = |v: &str| slot.rate(after.instances.iter().find(|i| i.variant_id == v).unwrap());
+        assert_eq!((by("a"), by("b"), by("c")), (400.0, 7.0, 60.0));
+    }
+
+    #[test]
+    fn the_monitoring_window_is_the_model_period_up_to_a_second() {
+        let mut c = Config::default();
+        assert_eq!(monitor_period(&c), Duration::from_millis(250));
+        c.autoscale.model_interval_ms = 5_000;
+        assert_eq!(monitor_period(&c), Duration::from_secs(1));
+        let meter = OnlineMeter::new(monitor_period(&c));
+        assert_eq!(meter.length, Duration::from_secs(1));
+    }
+}

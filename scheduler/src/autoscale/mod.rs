@@ -179,7 +179,7 @@ pub fn queueing_slack(slo_ms: f64, service_ms: f64, servers: usize) -> f64 {
 /// below `servers`), by Erlang B's recursion; 1 at or above saturation.
 pub fn erlang_c(servers: usize, load: f64) -> f64 {
     let c = servers as f64;
-    if !(load < c) {
+    if load.is_nan() || load >= c {
         return 1.0;
     }
     let mut b = 1.0;
