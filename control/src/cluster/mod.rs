@@ -127,13 +127,6 @@ pub struct OnlineMeter {
     window: Mutex<MeterWindow>,
 }
 
-impl Default for OnlineMeter {
-    /// One-second windows.
-    fn default() -> Self {
-        OnlineMeter::new(Duration::from_secs(1))
-    }
-}
-
 #[derive(Debug, Default)]
 struct MeterWindow {
     start: Option<Instant>,

@@ -376,15 +376,16 @@ fn short_demands(
                 .map_or(0.0, |v| v.peak_qps_within(d.slo_ms))
         };
         let variants = s.model_variants(&d.tenant, &d.model);
+        // Its instances that serve (or load), per variant.
+        let live_count = |v: usize| {
+            s.variant_instances(v)
+                .iter()
+                .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
+                .count()
+        };
         let mut capacity: f64 = variants
             .iter()
-            .map(|&v| {
-                s.variant_instances(v)
-                    .iter()
-                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
-                    .count() as f64
-                    * peak(v)
-            })
+            .map(|&v| live_count(v) as f64 * peak(v))
             .sum();
         for a in &plan.actions {
             let (add, remove) = match a.kind {
@@ -402,21 +403,9 @@ fn short_demands(
                 capacity -= peak(v);
             }
         }
-        let live = |v: usize| {
-            s.variant_instances(v)
-                .iter()
-                .any(|&i| s.instances()[i].state != InstanceState::Inactive)
-        };
-        let service = super::problem::family_service_ms(s.variants(), variants, live);
-        let servers = variants
-            .iter()
-            .map(|&v| {
-                s.variant_instances(v)
-                    .iter()
-                    .filter(|&&i| s.instances()[i].state != InstanceState::Inactive)
-                    .count()
-            })
-            .sum();
+        let service =
+            super::problem::family_service_ms(s.variants(), variants, |v| live_count(v) > 0);
+        let servers = variants.iter().map(|&v| live_count(v)).sum();
         let missing = scaling.slack_for(d.slo_ms, service, servers) * d.load_qps - capacity;
         if missing > 0.0 {
             let hardware = variants
