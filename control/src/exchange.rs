@@ -62,6 +62,9 @@ pub struct VariantArrivals {
     pub slo_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_accuracy: Option<f64>,
+    /// Loads the query path started for it.
+    #[serde(default)]
+    pub loads_for_queries: u32,
 }
 
 impl Report {
@@ -97,6 +100,7 @@ fn collect(control: &ControlPlane) -> Report {
             rows: a.rows,
             slo_ms: a.slo_ms,
             min_accuracy: a.min_accuracy,
+            loads_for_queries: a.loads_for_queries,
         })
         .collect();
     demand.sort_by(|a, b| a.variant.cmp(&b.variant));
@@ -129,6 +133,7 @@ fn merge(control: &ControlPlane, report: &Report, with_demand: bool) {
                     rows: d.rows,
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
+                    loads_for_queries: d.loads_for_queries,
                 },
             );
         }
@@ -220,6 +225,7 @@ mod tests {
                 rows: 3,
                 slo_ms: Some(20.0),
                 min_accuracy: None,
+                loads_for_queries: 1,
             }],
             traffic: vec![SecondArrivals {
                 tenant: "t".into(),

@@ -279,7 +279,8 @@ pub const QUERY_LOAD_ACTION: &str = "load-for-queries";
 /// Records a load that the query path starts as a scaling event of the variant's application
 /// (action [`QUERY_LOAD_ACTION`], the selection's reason), so that every instance's origin is in
 /// `GET /v1/apps/{app}/scaling-events` beside the autoscaler's actions. The costs are the
-/// application's live instances' price per second before and after the load.
+/// application's live instances' price per second before and after the load. The demand meter
+/// counts it too: the model autoscaler holds such a load as overload for its peak hold.
 fn record_query_load(
     state: &QueryParts<'_>,
     snapshot: &Snapshot,
@@ -288,6 +289,7 @@ fn record_query_load(
     w: &WorkerEntry,
     reason: &str,
 ) {
+    state.cluster.demand.record_query_load(&v.id);
     let prices = *state.cluster.prices();
     let before: f64 = snapshot
         .instances()

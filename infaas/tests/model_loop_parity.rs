@@ -166,6 +166,7 @@ fn the_controllers_model_loop_decides_as_the_simulator_does() {
                     rows: (d.rows_per_s * w.seconds).round() as u64,
                     slo_ms: d.slo_ms,
                     min_accuracy: d.min_accuracy,
+                    loads_for_queries: d.loads_for_queries,
                 };
             }
         }

@@ -165,10 +165,12 @@ fn case(rng: &mut Rng) -> Case {
                 state_age_ms: if rng.below(4) == 0 { 0.0 } else { 1e6 },
             });
         }
+        let load = 20.0 + 780.0 * rng.unit();
         families.push(Family {
             name: format!("tenant/f{f}"),
             variants: (first..first + VARIANTS_PER_FAMILY).collect(),
-            load_qps: 20.0 + 780.0 * rng.unit(),
+            load_qps: load,
+            rate_qps: load,
             slo_ms: if rng.below(2) == 0 { Some(400.0) } else { None },
             min_accuracy: None,
         });

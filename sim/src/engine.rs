@@ -312,6 +312,9 @@ pub struct World<'a> {
     /// [`OPENING_S`] seconds (what a policy that has been serving the traffic before the
     /// trace starts is provisioned for).
     pub opening_rate: &'a [f64],
+    /// Per application: the highest minimum accuracy its queries asked for in those seconds
+    /// (what the variants it was served with before the trace met).
+    pub opening_min_accuracy: &'a [Option<f64>],
     /// Per application: the tightest SLO of its queries in the trace, ms.
     pub app_slo: &'a [Option<f64>],
     /// Per snapshot instance: how long it has been in its state, ms (empty when routing).
@@ -351,6 +354,8 @@ pub struct ModelDemand {
     pub slo_ms: Option<f64>,
     /// Highest minimum accuracy among them.
     pub min_accuracy: Option<f64>,
+    /// Loads started for its queries in the window (`Route::Load`).
+    pub loads_for_queries: u32,
 }
 
 /// The last monitoring window, for the policy's periodic step.
@@ -566,6 +571,7 @@ struct Engine<'t> {
     app_window: Vec<u64>,
     peak_rate: Vec<f64>,
     opening_rate: Vec<f64>,
+    opening_min_accuracy: Vec<Option<f64>>,
     app_slo: Vec<Option<f64>>,
     thresholds: Thresholds,
     started: bool,
@@ -621,12 +627,17 @@ impl<'t> Engine<'t> {
             .map(|s| s.iter().copied().max().unwrap_or(0) as f64)
             .collect();
         let mut opening_rate = vec![0.0; trace.apps.len()];
+        let mut opening_min_accuracy: Vec<Option<f64>> = vec![None; trace.apps.len()];
         for a in trace
             .arrivals
             .iter()
             .take_while(|a| a.at_ms < OPENING_S * 1e3)
         {
             opening_rate[a.app] += 1.0 / OPENING_S;
+            if let Some(m) = a.min_accuracy {
+                let o = &mut opening_min_accuracy[a.app];
+                *o = Some(o.map_or(m, |x| x.max(m)));
+            }
         }
         let app_slo = tightest_slos(trace);
         let snapshot = b.build();
@@ -693,6 +704,7 @@ impl<'t> Engine<'t> {
             app_window: vec![0; trace.apps.len()],
             peak_rate,
             opening_rate,
+            opening_min_accuracy,
             thresholds: Thresholds {
                 window_ms: cluster.tick_ms,
                 ..Thresholds::default()
@@ -736,6 +748,7 @@ impl<'t> Engine<'t> {
             prices: &self.cluster.prices,
             peak_rate: &self.peak_rate,
             opening_rate: &self.opening_rate,
+            opening_min_accuracy: &self.opening_min_accuracy,
             app_slo: &self.app_slo,
             state_age_ms: ages,
             busy,
@@ -1074,6 +1087,8 @@ impl<'t> Engine<'t> {
                         let e = self.load(variant, worker, false);
                         if e.is_some() {
                             self.act("load-on-demand");
+                            self.window_arrivals[self.variant_model[variant]].loads_for_queries +=
+                                1;
                         }
                         e
                     }
@@ -1389,6 +1404,7 @@ impl<'t> Engine<'t> {
                         rows_per_s: a.rows as f64 / secs,
                         slo_ms: a.slo_ms,
                         min_accuracy: a.min_accuracy,
+                        loads_for_queries: a.loads_for_queries,
                     },
                 )
             })

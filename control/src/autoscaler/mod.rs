@@ -118,6 +118,7 @@ pub fn decide_period(
             slo_ms: g.arrivals.slo_ms,
             min_accuracy: g.arrivals.min_accuracy,
             busy: book.is_busy(key),
+            loaded_for_queries: g.arrivals.loads_for_queries > 0,
         })
         .collect();
     let period = model_loop.period(

@@ -54,6 +54,22 @@ impl DemandMeter {
         }
     }
 
+    /// Counts a load of `variant_id` that the query path started (no live instance would
+    /// have answered in time): the model autoscaler holds it as overload.
+    pub fn record_query_load(&self, variant_id: &str) {
+        let Ok(mut m) = self.inner.lock() else {
+            return;
+        };
+        let a = Arrivals {
+            loads_for_queries: 1,
+            ..Arrivals::default()
+        };
+        add_to(&mut m.by_variant, variant_id, &a);
+        if let Some(unshared) = m.unshared.as_mut() {
+            add_to(unshared, variant_id, &a);
+        }
+    }
+
     /// The arrivals since the last call, by variant id; starts a new count.
     pub fn take(&self) -> HashMap<String, Arrivals> {
         self.inner
@@ -103,7 +119,8 @@ mod tests {
             Arrivals {
                 rows: 6,
                 slo_ms: Some(20.0),
-                min_accuracy: Some(0.95)
+                min_accuracy: Some(0.95),
+                loads_for_queries: 0,
             }
         );
         assert_eq!(t["b"].rows, 7);
@@ -112,6 +129,30 @@ mod tests {
         a.merge(&t["b"]);
         assert_eq!(a.rows, 13);
         assert_eq!(a.slo_ms, Some(20.0));
+    }
+
+    #[test]
+    fn loads_for_queries_are_counted_beside_the_rows_and_merged() {
+        let m = DemandMeter::default();
+        m.share();
+        m.record("a", 2, None, None);
+        m.record_query_load("a");
+        m.record_query_load("a");
+        m.record_query_load("b");
+        let mine = m.take_unshared();
+        assert_eq!(
+            mine["a"].loads_for_queries, 2,
+            "published to the other replicas"
+        );
+        let t = m.take();
+        assert_eq!((t["a"].rows, t["a"].loads_for_queries), (2, 2));
+        assert_eq!((t["b"].rows, t["b"].loads_for_queries), (0, 1));
+        let mut a = t["a"];
+        a.merge(&t["b"]);
+        assert_eq!(
+            a.loads_for_queries, 3,
+            "a family counts its variants' loads"
+        );
     }
 
     #[test]
@@ -127,6 +168,7 @@ mod tests {
                 rows: 5,
                 slo_ms: Some(10.0),
                 min_accuracy: Some(0.8),
+                loads_for_queries: 1,
             },
         );
         let mine = m.take_unshared();
@@ -135,7 +177,8 @@ mod tests {
             Arrivals {
                 rows: 2,
                 slo_ms: Some(30.0),
-                min_accuracy: None
+                min_accuracy: None,
+                loads_for_queries: 0,
             }
         );
         assert!(m.take_unshared().is_empty());
@@ -145,7 +188,8 @@ mod tests {
             Arrivals {
                 rows: 8,
                 slo_ms: Some(10.0),
-                min_accuracy: Some(0.8)
+                min_accuracy: Some(0.8),
+                loads_for_queries: 1,
             }
         );
     }

@@ -71,7 +71,11 @@ pub fn exact_with(input: &ScalingInput, solver: Solver) -> Result<ScalingPlan, S
         );
         actions.extend(family_actions(&p, f, &fl, &fr, &why));
     }
-    Ok(ScalingPlan { actions, score })
+    Ok(ScalingPlan {
+        actions,
+        score,
+        released: Vec::new(),
+    })
 }
 
 /// Where the resource constraints are written.

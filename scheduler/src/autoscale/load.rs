@@ -3,7 +3,8 @@
 use std::collections::VecDeque;
 
 /// Queries that arrived for a variant or family over a period: their rows, the tightest
-/// latency SLO and the highest minimum accuracy among them.
+/// latency SLO and the highest minimum accuracy among them, and the loads the query path
+/// started for them.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Arrivals {
     pub rows: u64,
@@ -11,6 +12,9 @@ pub struct Arrivals {
     pub slo_ms: Option<f64>,
     /// Highest minimum accuracy among the queries.
     pub min_accuracy: Option<f64>,
+    /// Loads the query path started because no live instance would answer in time (each one
+    /// is overload the model autoscaler did not see as an Overloaded instance).
+    pub loads_for_queries: u32,
 }
 
 impl Arrivals {
@@ -30,6 +34,7 @@ impl Arrivals {
     /// Merges another variant's arrivals (same family).
     pub fn merge(&mut self, other: &Arrivals) {
         self.add(other.rows as usize, other.slo_ms, other.min_accuracy);
+        self.loads_for_queries += other.loads_for_queries;
     }
 }
 
@@ -51,6 +56,8 @@ pub const LOAD_EWMA_WEIGHT: f64 = 0.5;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlannedLoad {
     ewma: Option<f64>,
+    /// The latest period's rate or the smoothed one, whichever is higher.
+    current: f64,
     /// The rates of the periods of the latest second, oldest first.
     second: VecDeque<f64>,
     /// The one-second rates at the latest periods within the hold, oldest first.
@@ -67,6 +74,7 @@ impl PlannedLoad {
             Some(e) => LOAD_EWMA_WEIGHT * rate + (1.0 - LOAD_EWMA_WEIGHT) * e,
         };
         self.ewma = Some(ewma);
+        self.current = rate.max(ewma);
         self.second.push_back(rate);
         while self.second.len() > second_periods.max(1) {
             self.second.pop_front();
@@ -77,6 +85,12 @@ impl PlannedLoad {
             self.recent.pop_front();
         }
         self.recent.iter().copied().fold(rate.max(ewma), f64::max)
+    }
+
+    /// The load as of the latest [`Self::observe`] without the peak hold: the latest period's
+    /// rate or the smoothed one, whichever is higher (at most what `observe` returned).
+    pub fn current(&self) -> f64 {
+        self.current
     }
 }
 

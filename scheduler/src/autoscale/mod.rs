@@ -198,6 +198,29 @@ impl ScalingConfig {
         })
     }
 
+    /// The headroom a family keeps over its planned load `load_qps` of which `rate_qps`
+    /// arrives now (the rest is the peak hold's): the queueing headroom
+    /// ([`Self::slack_for`]) over the rate now, the base slack over the held peak. A held
+    /// peak is a one-second rate the family saw: it asks for the capacity to serve that second
+    /// again, not for queueing headroom on top, which the load now asks for when the burst
+    /// comes back (keeping both held 1.3-1.6x the capacity of provisioning for the trace's
+    /// busiest second, at the baselines' accuracy).
+    pub fn headroom(
+        &self,
+        slo_ms: Option<f64>,
+        service_ms: f64,
+        servers: usize,
+        load_qps: f64,
+        rate_qps: f64,
+    ) -> f64 {
+        let queueing = self.slack_for(slo_ms, service_ms, servers);
+        if load_qps > 0.0 && rate_qps.is_finite() && rate_qps >= 0.0 {
+            self.slack.max(queueing * rate_qps.min(load_qps) / load_qps)
+        } else {
+            queueing
+        }
+    }
+
     /// `scale_down` raised in proportion when [`Self::slack_for`] raises the slack.
     pub fn scale_down_for(&self, slack: f64) -> f64 {
         self.scale_down * (slack / self.slack).max(1.0)

@@ -23,6 +23,7 @@
 
 use crate::autoscale::problem::{family_actions, Loads, Prepared, Room};
 use crate::autoscale::{ScalingError, ScalingInput, ScalingPlan};
+use crate::instance_state::InstanceState;
 
 /// A candidate set of changes for one family.
 struct Candidate {
@@ -39,21 +40,29 @@ pub fn greedy(input: &ScalingInput) -> Result<ScalingPlan, ScalingError> {
     let p = Prepared::new(input)?;
     let mut room = Room::new(input.workers);
     let (mut loads, mut removals, mut actions) = (Vec::new(), Vec::new(), Vec::new());
+    let mut released = Vec::new();
     for f in 0..input.families.len() {
-        let Some((fl, fr, why)) = decide(&p, f, &mut room) else {
+        let Some((fl, fr, why, release)) = decide(&p, f, &mut room) else {
             continue;
         };
+        let from = actions.len();
         actions.extend(family_actions(&p, f, &fl, &fr, &why));
+        if release {
+            released.extend(from..actions.len());
+        }
         loads.extend(fl);
         removals.extend(fr);
     }
     Ok(ScalingPlan {
         actions,
         score: p.score(&loads, &removals),
+        released,
     })
 }
 
-type Changes = (Loads, Vec<usize>, String);
+/// A family's loads, removals, the reason, and whether the removals are a switch's release
+/// ([`ScalingPlan::released`]).
+type Changes = (Loads, Vec<usize>, String, bool);
 
 /// A downgrade target, the room after its loads, and the loads.
 type Downgrade = (usize, Room, Loads);
@@ -67,12 +76,33 @@ fn decide(p: &Prepared, f: usize, room: &mut Room) -> Option<Changes> {
         f64::INFINITY
     };
     if headroom < p.slack[f] {
-        scale_up(p, f, room, capacity, headroom)
-    } else if headroom > p.scale_down(f) {
-        scale_down(p, f, room, capacity)
-    } else {
-        None
+        return scale_up(p, f, room, capacity, headroom);
     }
+    // Above the scale-down headroom, scaling down first; a switch when nothing can be given
+    // back that way (its instances are young, or the family is under the overload hold).
+    if headroom > p.scale_down(f) {
+        if let Some(changes) = scale_down(p, f, room, capacity) {
+            return Some(changes);
+        }
+    }
+    if let Some(o) = switch(p, f, room, capacity) {
+        *room = o.room;
+        let why = format!(
+            "headroom {} >= slack {:.2} at {load:.0} rows/s (capacity {capacity:.0} rows/s); \
+             {}, objective {:+.3e}/s",
+            if headroom.is_finite() {
+                format!("{headroom:.2}")
+            } else {
+                "unbounded (no load)".to_owned()
+            },
+            p.slack[f],
+            o.label,
+            o.value
+        );
+        let released = o.loads.is_empty();
+        return Some((o.loads, o.removals, why, released));
+    }
+    None
 }
 
 /// Places up to `n` instances of variant `j` in `room` and returns the loads: on permanent
@@ -117,8 +147,13 @@ fn scale_up(
             best = Some(o);
         }
     };
+    let live: usize = fam.variants.iter().map(|&i| p.running[i].len()).sum();
     for &j in fam.variants.iter().filter(|&&j| p.loadable[j]) {
-        // Replicate (or load) j.
+        // Replicate (or load) j, for the load at the headroom the family keeps once j is
+        // live: a replica of a variant that runs near the SLO raises the headroom every
+        // instance of the family must keep.
+        let servers = live + count_for(deficit, p.peak[j]).max(1);
+        let deficit = p.slack_after(f, j, servers, |_| true) * fam.load_qps - capacity;
         let mut r = room.clone();
         let loads = place_n(p, j, count_for(deficit, p.peak[j]), &mut r);
         let unserved = (deficit - loads.len() as f64 * p.peak[j]).max(0.0);
@@ -144,25 +179,11 @@ fn scale_up(
                 continue;
             }
             let need = demand - (capacity - removals.len() as f64 * p.peak[i]);
-            let n = count_for(need, p.peak[j]);
-            let mut r = room.clone();
-            let loads = place_n(p, j, n, &mut r);
-            if loads.len() < n {
-                continue;
-            }
-            consider(Candidate {
-                value: n as f64 * p.load_weight(j) - removals.len() as f64 * p.rate[i],
-                label: format!(
-                    "upgrade {} x{} to {} x{n}",
-                    variants[i].name,
-                    removals.len(),
-                    variants[j].name
-                ),
-                loads,
-                removals,
-                room: r,
+            consider_upgrade(p, j, removals, need, room, &mut consider, || {
+                format!("upgrade {}", variants[i].name)
             });
         }
+        consider_switch(p, f, j, capacity, room, false, &mut consider);
     }
     let o = best?;
     *room = o.room;
@@ -171,7 +192,138 @@ fn scale_up(
          cheapest option: {}, objective {:+.3e}/s",
         p.slack[f], fam.load_qps, o.label, o.value
     );
-    Some((o.loads, o.removals, why))
+    Some((o.loads, o.removals, why, false))
+}
+
+/// Switch: serve family `f` on `j`, replacing every replaceable instance of a slower variant
+/// that costs more per row/s, with as many instances of `j` as the load needs at the headroom
+/// `j`'s own service time asks for. A family grown replica by replica on a slow variant for
+/// small deficits (one more CPU instance is the cheapest answer to a deficit of a few rows/s)
+/// moves to the variant that serves its whole load cheapest. When `j`'s live instances and
+/// the variants kept serve the load at their own headroom already and `only_removals`, the
+/// switch is the removals alone.
+fn consider_switch(
+    p: &Prepared,
+    f: usize,
+    j: usize,
+    capacity: f64,
+    room: &Room,
+    only_removals: bool,
+    consider: &mut impl FnMut(Candidate),
+) {
+    let fam = p.family(f);
+    let removals: Vec<usize> = fam
+        .variants
+        .iter()
+        .filter(|&&i| p.peak[i] < p.peak[j] && p.price_per_row(i) > p.price_per_row(j))
+        .flat_map(|&i| p.replaceable_of(i))
+        .collect();
+    if removals.is_empty() {
+        return;
+    }
+    let gone: f64 = removals
+        .iter()
+        .map(|&k| p.peak[p.input.running[k].variant])
+        .sum();
+    let live: usize = fam.variants.iter().map(|&i| p.running[i].len()).sum();
+    let servers = live - removals.len() + count_for(fam.load_qps, p.peak[j]).max(1);
+    let need = p.slack_with(f, j, servers) * fam.load_qps - (capacity - gone);
+    if need <= 0.0 {
+        // Released only when the load is served without counting j's Overloaded or
+        // Interfered instances (an instance busy with an offline job's batches is Overloaded:
+        // its profile is not what it has to spare).
+        let unsound = p.running[j]
+            .iter()
+            .filter(|&&k| {
+                matches!(
+                    p.input.running[k].state,
+                    InstanceState::Overloaded | InstanceState::Interfered
+                )
+            })
+            .count();
+        let sound = need + unsound as f64 * p.peak[j] <= 0.0;
+        if only_removals && sound && unsound < p.running[j].len() {
+            let saved: f64 = removals
+                .iter()
+                .map(|&k| p.rate[p.input.running[k].variant])
+                .sum();
+            consider(Candidate {
+                value: -saved,
+                label: format!(
+                    "remove the slower variants x{} ({} serves the load)",
+                    removals.len(),
+                    p.input.variants[j].name
+                ),
+                loads: Vec::new(),
+                removals,
+                room: room.clone(),
+            });
+        }
+        return;
+    }
+    consider_upgrade(p, j, removals, need, room, consider, || {
+        "switch the slower variants".to_owned()
+    });
+}
+
+/// A family with headroom enough: the best switch ([`consider_switch`]) that lowers the
+/// objective by at least [`SWITCH_GAIN`] of the family's price, if any.
+fn switch(p: &Prepared, f: usize, room: &Room, capacity: f64) -> Option<Candidate> {
+    let mut best: Option<Candidate> = None;
+    let floor = -SWITCH_GAIN * p.cost(f);
+    for &j in p.family(f).variants.iter().filter(|&&j| p.loadable[j]) {
+        consider_switch(p, f, j, capacity, room, true, &mut |o: Candidate| {
+            if o.value < floor && best.as_ref().is_none_or(|b| o.value < b.value) {
+                best = Some(o);
+            }
+        });
+    }
+    best
+}
+
+/// The least share of a family's price a switch must save when the family has the headroom
+/// it needs (so that a family does not move between variants for a few per cent).
+const SWITCH_GAIN: f64 = 0.1;
+
+/// Considers replacing the running instances `removals` of a family with instances of `j`
+/// enough for `need` rows/s: its value counts every removal (what the family costs once `j`'s
+/// instances are live), but only as many removals as loads are planned now, each paired with a
+/// load (an upgrade: the load comes first). The others stay until scale-down finds them
+/// surplus, so the family keeps its capacity while `j` loads.
+#[allow(clippy::too_many_arguments)]
+fn consider_upgrade(
+    p: &Prepared,
+    j: usize,
+    mut removals: Vec<usize>,
+    need: f64,
+    room: &Room,
+    consider: &mut impl FnMut(Candidate),
+    label: impl FnOnce() -> String,
+) {
+    let n = count_for(need, p.peak[j]);
+    let mut r = room.clone();
+    let loads = place_n(p, j, n, &mut r);
+    if loads.len() < n || n == 0 {
+        return;
+    }
+    let saved: f64 = removals
+        .iter()
+        .map(|&k| p.rate[p.input.running[k].variant])
+        .sum();
+    let label = format!(
+        "{} x{} to {} x{n}",
+        label(),
+        removals.len(),
+        p.input.variants[j].name
+    );
+    removals.truncate(n);
+    consider(Candidate {
+        value: n as f64 * p.load_weight(j) - saved,
+        label,
+        loads,
+        removals,
+        room: r,
+    });
 }
 
 fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Option<Changes> {
@@ -350,5 +502,5 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
     );
     paired.extend(plain);
     paired_loads.extend(extra_loads);
-    Some((paired_loads, paired, why))
+    Some((paired_loads, paired, why, false))
 }

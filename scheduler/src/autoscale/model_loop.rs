@@ -13,8 +13,10 @@
 //!   it forecasts over the next ten seconds judges when threads added to an instance become
 //!   base-thread replicas (the vertical-to-horizontal switch, Themis §5.1.3), once it has seen
 //!   ten seconds of arrivals;
-//! - when one of its instances was last Overloaded: for the peak hold after that, it gives
-//!   nothing back (the profile overstates what its instances serve on this machine);
+//! - when one of its instances was last Overloaded, or the query path last loaded one of its
+//!   variants because no live instance would answer in time: for the peak hold after that, it
+//!   gives nothing back (the profile overstates what its instances serve on this machine, or
+//!   the load the queries needed would be undone and redone, a load's time late each time);
 //!
 //! and per instance, by id, its consecutive Interfered periods ([`InterferenceCounter`]) and
 //! since when it has been in its state (the first period that saw the state: scale-in waits
@@ -97,6 +99,10 @@ pub struct LiveFamily<'a, K> {
     pub min_accuracy: Option<f64>,
     /// An action of it is under way.
     pub busy: bool,
+    /// The query path started a load of it in the period (no live instance would have
+    /// answered in time): held as overload, so the replica is not given back within the peak
+    /// hold.
+    pub loaded_for_queries: bool,
 }
 
 /// The cluster in one period.
@@ -140,6 +146,8 @@ struct FamilySignals {
 pub struct Signal {
     /// Rows/s to plan for.
     pub load_qps: f64,
+    /// Rows/s now, without the peak hold ([`PlannedLoad::current`]).
+    pub rate_qps: f64,
     /// Consecutive periods the load has been stable.
     pub stable_periods: usize,
     /// The highest rate forecast over the next horizon, once the forecaster has seen one.
@@ -221,6 +229,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
         });
         Signal {
             load_qps,
+            rate_qps: f.load.current(),
             stable_periods,
             forecast_max_qps,
             overloaded_lately,
@@ -264,11 +273,12 @@ impl<K: Ord + Clone> ModelLoop<K> {
         let signals: Vec<Signal> = families
             .iter()
             .map(|f| {
-                let overloaded = f.instances.iter().any(|&i| {
-                    s.instances()
-                        .get(i)
-                        .is_some_and(|i| i.state == InstanceState::Overloaded)
-                });
+                let overloaded = f.loaded_for_queries
+                    || f.instances.iter().any(|&i| {
+                        s.instances()
+                            .get(i)
+                            .is_some_and(|i| i.state == InstanceState::Overloaded)
+                    });
                 self.observe(&f.key, f.rows_per_s, overloaded, input.now_ms)
             })
             .collect();
@@ -280,6 +290,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
                 model: f.model,
                 instances: f.instances.clone(),
                 load_qps: s.load_qps,
+                rate_qps: s.rate_qps,
                 stable_periods: s.stable_periods,
                 forecast_max_qps: s.forecast_max_qps,
                 slo_ms: f.slo_ms,
@@ -380,6 +391,41 @@ mod tests {
         assert!(l.observe(&"m", 10.0, true, 5_000.0).overloaded_lately);
     }
 
+    /// A load the query path started (no live instance would have answered in time) is
+    /// overload the state machine did not see: the family gives nothing back for the peak
+    /// hold, so the replica the queries needed is not removed and loaded again.
+    #[test]
+    fn a_load_for_queries_holds_the_family_like_overload() {
+        let s = Snapshot::builder().build();
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+        let fam = |loaded: bool| LiveFamily {
+            key: "m",
+            tenant: "t",
+            model: "m",
+            instances: Vec::new(),
+            rows_per_s: 10.0,
+            slo_ms: None,
+            min_accuracy: None,
+            busy: false,
+            loaded_for_queries: loaded,
+        };
+        let at = |now_ms: f64| LoopInput {
+            snapshot: &s,
+            threads: &[],
+            releasable: &[],
+            prices: Prices::default(),
+            now_ms,
+        };
+        let held = |l: &mut ModelLoop<&str>, now_ms: f64, loaded: bool| {
+            l.period(&at(now_ms), &[fam(loaded)], greedy).signals[0].overloaded_lately
+        };
+        assert!(!held(&mut l, 0.0, false));
+        assert!(held(&mut l, 1_000.0, true));
+        // Through the hold (3 s here), then released.
+        assert!(held(&mut l, 3_999.0, false));
+        assert!(!held(&mut l, 4_000.0, false));
+    }
+
     #[test]
     fn a_family_without_live_instances_is_forgotten() {
         let s = Snapshot::builder().build();
@@ -400,6 +446,7 @@ mod tests {
             slo_ms: None,
             min_accuracy: None,
             busy: false,
+            loaded_for_queries: false,
         };
         let sig = l
             .period(&input, &[fam("a", 100.0), fam("b", 5.0)], greedy)

@@ -45,6 +45,10 @@ pub struct FamilyState<'a> {
     pub instances: Vec<usize>,
     /// Rows/s to plan for ([`crate::autoscale::PlannedLoad`]).
     pub load_qps: f64,
+    /// Rows/s now, without the peak hold ([`crate::autoscale::PlannedLoad::current`]): the
+    /// queueing headroom is kept over this rate, the held peak only needs the base slack
+    /// ([`crate::autoscale::ScalingConfig::headroom`]).
+    pub rate_qps: f64,
     /// Consecutive periods its load has been stable ([`crate::autoscale::Stability`]).
     pub stable_periods: usize,
     /// The highest load (rows/s) forecast over the next horizon (Themis §5.1.3: ten
@@ -71,6 +75,8 @@ pub struct Demand {
     pub tenant: String,
     pub model: String,
     pub load_qps: f64,
+    /// Rows/s now, at most `load_qps` ([`FamilyState::rate_qps`]).
+    pub rate_qps: f64,
     pub slo_ms: Option<f64>,
     pub min_accuracy: Option<f64>,
 }
@@ -239,6 +245,7 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             tenant: fam.tenant.to_string(),
             model: fam.model.to_string(),
             load_qps: (fam.load_qps - extra).max(0.0),
+            rate_qps: (fam.rate_qps.min(fam.load_qps) - extra).max(0.0),
             slo_ms: fam.slo_ms,
             min_accuracy: fam.min_accuracy,
         });
@@ -262,11 +269,11 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
             planner,
         ) {
             Ok(plan) => {
-                for a in &plan.actions {
+                for (k, a) in plan.actions.iter().enumerate() {
                     let adds = matches!(
                         a.kind,
                         ActionKind::Replicate { .. } | ActionKind::Upgrade { .. }
-                    );
+                    ) || plan.released.contains(&k);
                     let holds =
                         |f: &usize| grown.contains(f) || input.families[*f].overloaded_lately;
                     if let Some(f) = of_action(a).filter(|f| adds || !holds(f)) {
@@ -337,6 +344,7 @@ pub fn plan_demands(
             tenant: &d.tenant,
             model: &d.model,
             load_qps: Some(d.load_qps),
+            rate_qps: Some(d.rate_qps),
             slo_ms: d.slo_ms,
             min_accuracy: d.min_accuracy,
         })
@@ -406,7 +414,9 @@ fn short_demands(
         let service =
             super::problem::family_service_ms(s.variants(), variants, |v| live_count(v) > 0);
         let servers = variants.iter().map(|&v| live_count(v)).sum();
-        let missing = scaling.slack_for(d.slo_ms, service, servers) * d.load_qps - capacity;
+        let missing = scaling.headroom(d.slo_ms, service, servers, d.load_qps, d.rate_qps)
+            * d.load_qps
+            - capacity;
         if missing > 0.0 {
             let hardware = variants
                 .first()
@@ -450,6 +460,7 @@ mod tests {
             model: "m",
             instances: vec![i],
             load_qps: 1500.0,
+            rate_qps: 1500.0,
             stable_periods: 0,
             forecast_max_qps: None,
             slo_ms: None,
@@ -503,6 +514,7 @@ mod tests {
             model: "m",
             instances: vec![i],
             load_qps: 1500.0,
+            rate_qps: 1500.0,
             stable_periods: 0,
             forecast_max_qps: forecast,
             slo_ms: None,

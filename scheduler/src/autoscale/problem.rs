@@ -19,6 +19,9 @@ pub struct Family {
     pub variants: Vec<usize>,
     /// Load to serve, rows/s.
     pub load_qps: f64,
+    /// Of that, the rows/s arriving now (the rest is the peak hold's): the queueing headroom
+    /// is kept over this ([`ScalingConfig::headroom`]).
+    pub rate_qps: f64,
     /// Latency SLO in ms that a newly loaded variant must meet at a full batch.
     pub slo_ms: Option<f64>,
     /// Minimum accuracy a newly loaded variant must have.
@@ -45,6 +48,8 @@ pub struct FamilyDemand<'s> {
     pub model: &'s str,
     /// Load to serve in rows/s; `None` takes the rows/s its instances served in the last window.
     pub load_qps: Option<f64>,
+    /// Of that, the rows/s arriving now; `None`: all of it.
+    pub rate_qps: Option<f64>,
     pub slo_ms: Option<f64>,
     pub min_accuracy: Option<f64>,
 }
@@ -110,10 +115,12 @@ impl<'a> ScalingInput<'a> {
                     });
                 }
             }
+            let load_qps = d.load_qps.unwrap_or(served);
             families.push(Family {
                 name: format!("{}/{}", d.tenant, d.model),
                 variants,
-                load_qps: d.load_qps.unwrap_or(served),
+                load_qps,
+                rate_qps: d.rate_qps.unwrap_or(load_qps).min(load_qps),
                 slo_ms: d.slo_ms,
                 min_accuracy: d.min_accuracy,
             });
@@ -161,6 +168,12 @@ pub struct Objective {
 pub struct ScalingPlan {
     pub actions: Vec<Action>,
     pub score: Objective,
+    /// Indices into `actions` of removals that a switch makes once the variant it moved to
+    /// serves the family's load at its own headroom: the instances of a slower variant that
+    /// costs more per row/s. A family under the overload hold gives these back too (the hold
+    /// keeps capacity; these leave the capacity the load needs, and their slow variant is
+    /// what kept the family Overloaded).
+    pub released: Vec<usize>,
 }
 
 /// Figures derived once from a [`ScalingInput`], shared by the greedy heuristic and the ILP.
@@ -290,7 +303,9 @@ impl<'i, 'a> Prepared<'i, 'a> {
                 let service =
                     family_service_ms(input.variants, &fam.variants, |j| !running[j].is_empty());
                 let servers = fam.variants.iter().map(|&j| running[j].len()).sum();
-                input.config.slack_for(fam.slo_ms, service, servers)
+                input
+                    .config
+                    .headroom(fam.slo_ms, service, servers, fam.load_qps, fam.rate_qps)
             })
             .collect();
         let short: Vec<bool> = input
@@ -367,6 +382,42 @@ impl<'i, 'a> Prepared<'i, 'a> {
             .iter()
             .map(|&j| self.running[j].len() as f64 * self.rate[j])
             .sum()
+    }
+
+    /// Price per second of one row/s of `j`'s saturation throughput.
+    pub fn price_per_row(&self, j: usize) -> f64 {
+        self.rate[j] / self.peak[j].max(f64::MIN_POSITIVE)
+    }
+
+    /// The headroom family `f` keeps once it is switched to `j` (the instances of slower
+    /// variants that cost more per row/s replaced by `j`'s), with `servers` instances in all:
+    /// as [`Self::slack`], from the slowest service time among `j` and the variants kept.
+    pub fn slack_with(&self, f: usize, j: usize, servers: usize) -> f64 {
+        self.slack_after(f, j, servers, |i| {
+            !(self.peak[i] < self.peak[j] && self.price_per_row(i) > self.price_per_row(j))
+        })
+    }
+
+    /// The headroom family `f` keeps once `j` is live beside its live variants that `kept`
+    /// keeps, with `servers` instances in all: from the slowest service time among them.
+    pub fn slack_after(
+        &self,
+        f: usize,
+        j: usize,
+        servers: usize,
+        kept: impl Fn(usize) -> bool,
+    ) -> f64 {
+        let fam = self.family(f);
+        let service = fam
+            .variants
+            .iter()
+            .filter(|&&i| !self.running[i].is_empty() && kept(i))
+            .chain(std::iter::once(&j))
+            .map(|&i| self.input.variants[i].service_ms())
+            .fold(0.0, f64::max);
+        self.input
+            .config
+            .headroom(fam.slo_ms, service, servers, fam.load_qps, fam.rate_qps)
     }
 
     /// Objective weight of loading one instance of `j`: `C_j (1 + lambda T_j)`.
