@@ -43,30 +43,29 @@ impl DemandMeter {
         slo_ms: Option<f64>,
         min_accuracy: Option<f64>,
     ) {
-        let Ok(mut m) = self.inner.lock() else {
-            return;
-        };
         let mut a = Arrivals::default();
         a.add(rows, slo_ms, min_accuracy);
-        add_to(&mut m.by_variant, variant_id, &a);
-        if let Some(unshared) = m.unshared.as_mut() {
-            add_to(unshared, variant_id, &a);
-        }
+        self.count(variant_id, &a);
     }
 
     /// Counts a load of `variant_id` that the query path started (no live instance would
     /// have answered in time): the model autoscaler holds it as overload.
     pub fn record_query_load(&self, variant_id: &str) {
-        let Ok(mut m) = self.inner.lock() else {
-            return;
-        };
         let a = Arrivals {
             loads_for_queries: 1,
             ..Arrivals::default()
         };
-        add_to(&mut m.by_variant, variant_id, &a);
+        self.count(variant_id, &a);
+    }
+
+    /// Adds this replica's `a` to the count (and to what it publishes, once shared).
+    fn count(&self, variant_id: &str, a: &Arrivals) {
+        let Ok(mut m) = self.inner.lock() else {
+            return;
+        };
+        add_to(&mut m.by_variant, variant_id, a);
         if let Some(unshared) = m.unshared.as_mut() {
-            add_to(unshared, variant_id, &a);
+            add_to(unshared, variant_id, a);
         }
     }
 

@@ -147,7 +147,7 @@ fn scale_up(
             best = Some(o);
         }
     };
-    let live: usize = fam.variants.iter().map(|&i| p.running[i].len()).sum();
+    let live = p.live(f);
     for &j in fam.variants.iter().filter(|&&j| p.loadable[j]) {
         // Replicate (or load) j, for the load at the headroom the family keeps once j is
         // live: a replica of a variant that runs near the SLO raises the headroom every
@@ -225,7 +225,7 @@ fn consider_switch(
         .iter()
         .map(|&k| p.peak[p.input.running[k].variant])
         .sum();
-    let live: usize = fam.variants.iter().map(|&i| p.running[i].len()).sum();
+    let live = p.live(f);
     let servers = live - removals.len() + count_for(fam.load_qps, p.peak[j]).max(1);
     let need = p.slack_with(f, j, servers) * fam.load_qps - (capacity - gone);
     if need <= 0.0 {
@@ -243,12 +243,8 @@ fn consider_switch(
             .count();
         let sound = need + unsound as f64 * p.peak[j] <= 0.0;
         if only_removals && sound && unsound < p.running[j].len() {
-            let saved: f64 = removals
-                .iter()
-                .map(|&k| p.rate[p.input.running[k].variant])
-                .sum();
             consider(Candidate {
-                value: -saved,
+                value: -p.rate_of(&removals),
                 label: format!(
                     "remove the slower variants x{} ({} serves the load)",
                     removals.len(),
@@ -306,10 +302,7 @@ fn consider_upgrade(
     if loads.len() < n || n == 0 {
         return;
     }
-    let saved: f64 = removals
-        .iter()
-        .map(|&k| p.rate[p.input.running[k].variant])
-        .sum();
+    let saved = p.rate_of(&removals);
     let label = format!(
         "{} x{} to {} x{n}",
         label(),

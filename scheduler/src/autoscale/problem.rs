@@ -384,6 +384,22 @@ impl<'i, 'a> Prepared<'i, 'a> {
             .sum()
     }
 
+    /// Live instances of family `f`.
+    pub fn live(&self, f: usize) -> usize {
+        self.family(f)
+            .variants
+            .iter()
+            .map(|&j| self.running[j].len())
+            .sum()
+    }
+
+    /// Price per second of the running instances `ks` (indices into `input.running`).
+    pub fn rate_of(&self, ks: &[usize]) -> f64 {
+        ks.iter()
+            .map(|&k| self.rate[self.input.running[k].variant])
+            .sum()
+    }
+
     /// Price per second of one row/s of `j`'s saturation throughput.
     pub fn price_per_row(&self, j: usize) -> f64 {
         self.rate[j] / self.peak[j].max(f64::MIN_POSITIVE)
