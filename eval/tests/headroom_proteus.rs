@@ -3,9 +3,11 @@
 //! when the traces or the catalogue are not beside the repository (`INFAAS_PROTEUS_TRACES`,
 //! the `twitter` directory, and `INFAAS_PROTEUS_PROFILES` point elsewhere).
 //!
-//! On synthetic square bursts (a few seconds at 10x the base) headroom buys little: what
-//! decides those seconds is rule 2's loads on demand, whatever was kept. The Proteus traces
-//! rise and fall over tens of seconds, where kept capacity is what serves the rise.
+//! Headroom serves a rise no faster than itself: the gradual patterns attain more with slack 2.0
+//! than with 1.05, at more cost. A step beyond the headroom (`zipf_exponential_bursty` goes
+//! from about 150 to 1,050 queries/s, 7x, at second 47) is served by rule 2's loads on demand,
+//! whatever was kept: with 1.05 and 2.0 alike about 98 % of that run's misses fall in the
+//! seconds that follow its three steps, so it is not a pattern that measures headroom.
 
 #![allow(clippy::unwrap_used)]
 
@@ -45,7 +47,7 @@ fn greedy(traces: &std::path::Path, catalogue: &[Profile], pattern: &str, slack:
 #[ignore = "an evaluation on third-party data (the Proteus traces): scripts/test.sh runs it when the data is beside the repository"]
 fn more_headroom_buys_attainment_with_cost() {
     let (traces, catalogue) = data();
-    for pattern in ["normal-high_load", "zipf_exponential_bursty"] {
+    for pattern in ["medium-normal_load", "normal-high_load"] {
         let tight = greedy(&traces, &catalogue, pattern, 1.05);
         let loose = greedy(&traces, &catalogue, pattern, 2.0);
         println!(
