@@ -6,7 +6,7 @@
 //! Headroom serves a rise no faster than itself: the gradual patterns attain more with slack 2.0
 //! than with 1.05, at more cost. A step beyond the headroom (`zipf_exponential_bursty` goes
 //! from about 150 to 1,050 queries/s, 7x, at second 47) is served by rule 2's loads on demand,
-//! whatever was kept: with 1.05 and 2.0 alike about 98 % of that run's misses fall in the
+//! whatever was kept: with 1.05 and 2.0 alike 96-99 % of that run's misses fall in the
 //! seconds that follow its three steps, so it is not a pattern that measures headroom.
 
 #![allow(clippy::unwrap_used)]

@@ -162,6 +162,7 @@ fn case(rng: &mut Rng) -> Case {
                 variant: j,
                 worker: w,
                 state: InstanceState::Active,
+                qps: 0.0,
                 state_age_ms: if rng.below(4) == 0 { 0.0 } else { 1e6 },
             });
         }

@@ -153,6 +153,25 @@ pub fn self_contended(
     busy_threads > cores || utilisation - own_utilisation < t.neighbour_share
 }
 
+/// Share of the capacity the autoscaler counts for an instance that it must serve for its
+/// Overloaded state to say only that it is full ([`short_of_profile`]): the default
+/// [`Thresholds::exit_overload`], below which an instance is clear of its peak.
+pub const AT_PROFILE: f64 = 0.8;
+
+/// Whether an instance in `state`, serving `qps` rows/s where the autoscaler counts
+/// `peak_qps`, serves less than its profile says: Interfered, or Overloaded (queued or late)
+/// below [`AT_PROFILE`] of its peak (or without a usable peak). Its family's headroom, computed
+/// from the profiles, is then not what the family has, so the family gives nothing back. An
+/// instance Overloaded at its peak serves what its profile says: the router fills the
+/// instances it prefers, so one of them sits at its peak while the others have room.
+pub fn short_of_profile(state: InstanceState, qps: f64, peak_qps: f64) -> bool {
+    match state {
+        InstanceState::Interfered => true,
+        InstanceState::Overloaded => peak_qps <= 0.0 || qps < AT_PROFILE * peak_qps,
+        InstanceState::Active | InstanceState::Inactive => false,
+    }
+}
+
 /// Saturation throughput in rows/s of a variant running full batches of `max_batch` rows that
 /// take `mean_ms` each. Zero when the profile is unusable (`mean_ms` not positive).
 pub fn peak_qps(max_batch: usize, mean_ms: f64) -> f64 {
@@ -616,5 +635,18 @@ mod tests {
     fn peak_qps_from_profile() {
         assert_eq!(peak_qps(8, 4.0), 2000.0);
         assert_eq!(peak_qps(8, 0.0), 0.0);
+    }
+
+    #[test]
+    fn only_an_instance_below_its_profile_is_short_of_it() {
+        // Full at its peak (or near it): its profile holds.
+        assert!(!short_of_profile(Overloaded, 100.0, 100.0));
+        assert!(!short_of_profile(Overloaded, AT_PROFILE * 100.0, 100.0));
+        // Queued or late below its peak, slowed by a neighbour, or without a usable peak.
+        assert!(short_of_profile(Overloaded, 50.0, 100.0));
+        assert!(short_of_profile(Interfered, 100.0, 100.0));
+        assert!(short_of_profile(Overloaded, 10.0, 0.0));
+        assert!(!short_of_profile(Active, 0.0, 100.0));
+        assert!(!short_of_profile(Inactive, 0.0, 100.0));
     }
 }

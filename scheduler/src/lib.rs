@@ -28,7 +28,8 @@ pub mod select;
 pub mod snapshot;
 
 pub use instance_state::{
-    next_state, peak_qps, self_contended, InstanceFigures, InstanceState, Thresholds,
+    next_state, peak_qps, self_contended, short_of_profile, InstanceFigures, InstanceState,
+    Thresholds, AT_PROFILE,
 };
 pub use select::{select, Closest, Decision, Query, Target};
 pub use snapshot::{

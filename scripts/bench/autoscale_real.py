@@ -84,6 +84,7 @@ def setup(a, name: str, extra: list[str], warm_rate: float, capacity: float, slo
         holding.start()
         time.sleep(0.5)
         phases = []
+        start = time.time()
         for k, (frac, secs) in enumerate(zip((a.low, a.high, a.low), a.phases)):
             trace = os.path.join(work, f"{name}-{k}.csv")
             n = real_models.write_trace(trace, app, frac * capacity, secs, slo, seed=11 + k)
@@ -111,7 +112,11 @@ def setup(a, name: str, extra: list[str], warm_rate: float, capacity: float, slo
             "slo_attainment": met / max(queries, 1),
             "core_seconds": core_s,
             "cost_usd": core_s * CORE_PER_S,
-            "scaling_events": server.scaling_events(app),
+            # Each event as `action@seconds` since the first phase began (the phases start at
+            # 0 and at the ends of the phases before).
+            "scaling_events": [f"{action}@{t - start:.1f}s"
+                               for t, action in sorted(server.scaling_events_at(app))
+                               if t >= start],
         }
     finally:
         server.stop()

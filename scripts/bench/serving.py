@@ -144,12 +144,16 @@ class Server:
         return 0
 
     def scaling_events(self, app: str) -> list[str]:
+        return [action for _, action in self.scaling_events_at(app)]
+
+    def scaling_events_at(self, app: str) -> list[tuple[float, str]]:
+        """The application's scaling events as (completed at, seconds since the epoch; action)."""
         s, b = http("GET", f"{self.base}/v1/apps/{app}/scaling-events", headers=self.auth)
         if s != 200:
             return []
         events = json.loads(b)
         events = events.get("events", events) if isinstance(events, dict) else events
-        return [e.get("action", "?") for e in events]
+        return [(e.get("at_ms", 0) / 1000.0, e.get("action", "?")) for e in events]
 
     def stop(self) -> None:
         stop_process(self.proc, self.log, self.dir)

@@ -141,10 +141,32 @@ fn scale_up(
     let demand = p.demand(f);
     let deficit = demand - capacity;
     let variants = p.input.variants;
+    // The family grows on preferred variants (`Prepared::preferred`) that serve its whole
+    // load within SWITCH_GAIN of the cheapest of them (a variant's price for the demand on its
+    // own, in whole instances); on the others only when none of those can be placed. One
+    // more CPU replica is the cheapest answer to a deficit of a few rows/s, again and again,
+    // while the load grows past what one GPU instance serves for less.
+    let whole = |j: usize| count_for(demand, p.peak[j]).max(1) as f64 * p.rate[j];
+    let cheapest = fam
+        .variants
+        .iter()
+        .filter(|&&j| p.preferred[j])
+        .map(|&j| whole(j))
+        .fold(f64::INFINITY, f64::min);
     let mut best: Option<Candidate> = None;
+    let mut other: Option<Candidate> = None;
     let mut consider = |o: Candidate| {
-        if best.as_ref().is_none_or(|b| o.value < b.value) {
-            best = Some(o);
+        let grows_on_the_cheap_row = o
+            .loads
+            .iter()
+            .all(|&(j, _)| p.preferred[j] && whole(j) <= (1.0 + SWITCH_GAIN) * cheapest);
+        let slot = if grows_on_the_cheap_row {
+            &mut best
+        } else {
+            &mut other
+        };
+        if slot.as_ref().is_none_or(|b| o.value < b.value) {
+            *slot = Some(o);
         }
     };
     let live = p.live(f);
@@ -185,7 +207,11 @@ fn scale_up(
         }
         consider_switch(p, f, j, capacity, room, false, &mut consider);
     }
-    let o = best?;
+    // ... unless the cheap row leaves rows/s unserved that another serves.
+    let o = match (best, other) {
+        (Some(b), Some(o)) if o.value + p.penalty < b.value => o,
+        (b, o) => b.or(o)?,
+    };
     *room = o.room;
     let why = format!(
         "headroom {headroom:.2} < slack {:.2} at {:.0} rows/s (capacity {capacity:.0} rows/s); \
@@ -267,7 +293,7 @@ fn consider_switch(
 fn switch(p: &Prepared, f: usize, room: &Room, capacity: f64) -> Option<Candidate> {
     let mut best: Option<Candidate> = None;
     let floor = -SWITCH_GAIN * p.cost(f);
-    for &j in p.family(f).variants.iter().filter(|&&j| p.loadable[j]) {
+    for &j in p.family(f).variants.iter().filter(|&&j| p.preferred[j]) {
         consider_switch(p, f, j, capacity, room, true, &mut |o: Candidate| {
             if o.value < floor && best.as_ref().is_none_or(|b| o.value < b.value) {
                 best = Some(o);
@@ -391,6 +417,7 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                 if (moving && credit <= 0.0)
                     || (!moving && p.rate[j] >= p.rate[i])
                     || !p.loadable[j]
+                    || (!moving && p.preferred[i] && !p.preferred[j])
                     || variants[j].max_batch < variants[i].max_batch
                 {
                     continue;

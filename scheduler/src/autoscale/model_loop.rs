@@ -30,7 +30,7 @@ use crate::autoscale::{
     PeriodPlan, PlannedLoad, Planner, Stability,
 };
 use crate::forecast::{AutoForecaster, ForecastModel};
-use crate::instance_state::InstanceState;
+use crate::instance_state::{short_of_profile, InstanceState};
 use crate::snapshot::{Prices, Snapshot};
 
 /// How far ahead each family's arrivals are forecast, ms (Themis §3.2: ten seconds).
@@ -139,6 +139,37 @@ struct FamilySignals {
     forecaster: Option<(AutoForecaster, usize)>,
     /// When one of its instances was last Overloaded, ms.
     overloaded_at_ms: Option<f64>,
+    /// The tightest SLO and the highest minimum accuracy its rows asked for within the peak
+    /// hold.
+    slo_ms: Held,
+    min_accuracy: Held,
+}
+
+/// The strictest value seen within a time span, and when it was seen (ms): a family's
+/// requirements outlive a period without rows. Planned without them, its variants' capacity
+/// reads as their throughput at a full batch, far above what they serve under the SLO the
+/// next rows bring, and the family is scaled down to be scaled up again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Held(Option<(f64, f64)>);
+
+impl Held {
+    /// Observes `value` at `now_ms` (`stricter(a, b)`: `a` is stricter than `b`) and returns
+    /// the strictest value seen within `span_ms`.
+    fn observe(
+        &mut self,
+        value: Option<f64>,
+        now_ms: f64,
+        span_ms: f64,
+        stricter: impl Fn(f64, f64) -> bool,
+    ) -> Option<f64> {
+        let kept = self.0.filter(|&(_, at)| now_ms - at < span_ms);
+        self.0 = match (value, kept) {
+            (Some(v), Some((k, at))) if stricter(k, v) => Some((k, at)),
+            (Some(v), _) => Some((v, now_ms)),
+            (None, kept) => kept,
+        };
+        self.0.map(|(v, _)| v)
+    }
 }
 
 /// What one family's signals said in a period (for the caller's records).
@@ -154,6 +185,9 @@ pub struct Signal {
     pub forecast_max_qps: Option<f64>,
     /// One of its instances was Overloaded within the peak hold.
     pub overloaded_lately: bool,
+    /// The tightest SLO and the highest minimum accuracy asked within the peak hold.
+    pub slo_ms: Option<f64>,
+    pub min_accuracy: Option<f64>,
 }
 
 /// See the module documentation.
@@ -180,9 +214,17 @@ impl<K: Ord + Clone> ModelLoop<K> {
         &self.config
     }
 
-    /// Feeds one period's arrivals of a family (and whether one of its instances is
-    /// Overloaded, at `now_ms`) and returns what its signals say now.
-    fn observe(&mut self, key: &K, rows_per_s: f64, overloaded: bool, now_ms: f64) -> Signal {
+    /// Feeds one period's arrivals of a family (the tightest SLO and highest minimum accuracy
+    /// they asked for, and whether one of its instances is Overloaded, at `now_ms`) and
+    /// returns what its signals say now.
+    fn observe(
+        &mut self,
+        key: &K,
+        rows_per_s: f64,
+        (slo, min_accuracy): (Option<f64>, Option<f64>),
+        overloaded: bool,
+        now_ms: f64,
+    ) -> Signal {
         let rate = if rows_per_s.is_finite() {
             rows_per_s.max(0.0)
         } else {
@@ -212,6 +254,8 @@ impl<K: Ord + Clone> ModelLoop<K> {
                     .flatten()
                     .map(|f| (f, 0)),
                 overloaded_at_ms: None,
+                slo_ms: Held::default(),
+                min_accuracy: Held::default(),
             });
         if overloaded {
             f.overloaded_at_ms = Some(now_ms);
@@ -233,6 +277,10 @@ impl<K: Ord + Clone> ModelLoop<K> {
             stable_periods,
             forecast_max_qps,
             overloaded_lately,
+            slo_ms: f.slo_ms.observe(slo, now_ms, hold_ms, |a, b| a < b),
+            min_accuracy: f
+                .min_accuracy
+                .observe(min_accuracy, now_ms, hold_ms, |a, b| a > b),
         }
     }
 
@@ -273,13 +321,26 @@ impl<K: Ord + Clone> ModelLoop<K> {
         let signals: Vec<Signal> = families
             .iter()
             .map(|f| {
+                // Overloaded below its profile (an instance Overloaded at its peak is only
+                // full: the router fills the instances it prefers).
                 let overloaded = f.loaded_for_queries
                     || f.instances.iter().any(|&i| {
-                        s.instances()
-                            .get(i)
-                            .is_some_and(|i| i.state == InstanceState::Overloaded)
+                        s.instances().get(i).is_some_and(|i| {
+                            i.state == InstanceState::Overloaded
+                                && short_of_profile(
+                                    i.state,
+                                    i.qps,
+                                    s.variants()[i.variant].peak_qps_within(f.slo_ms),
+                                )
+                        })
                     });
-                self.observe(&f.key, f.rows_per_s, overloaded, input.now_ms)
+                self.observe(
+                    &f.key,
+                    f.rows_per_s,
+                    (f.slo_ms, f.min_accuracy),
+                    overloaded,
+                    input.now_ms,
+                )
             })
             .collect();
         let states: Vec<FamilyState> = families
@@ -293,8 +354,8 @@ impl<K: Ord + Clone> ModelLoop<K> {
                 rate_qps: s.rate_qps,
                 stable_periods: s.stable_periods,
                 forecast_max_qps: s.forecast_max_qps,
-                slo_ms: f.slo_ms,
-                min_accuracy: f.min_accuracy,
+                slo_ms: s.slo_ms,
+                min_accuracy: s.min_accuracy,
                 busy: f.busy,
                 overloaded_lately: s.overloaded_lately,
             })
@@ -327,6 +388,9 @@ mod tests {
     use super::*;
     use crate::autoscale::{greedy, ScalingConfig};
 
+    /// A period whose rows asked for no SLO and no minimum accuracy.
+    const NO_ASKS: (Option<f64>, Option<f64>) = (None, None);
+
     fn config(forecast: bool) -> LoopConfig {
         LoopConfig {
             period: PeriodConfig {
@@ -357,7 +421,7 @@ mod tests {
         let mut l: ModelLoop<&str> = ModelLoop::new(config(true));
         let mut seen = Vec::new();
         for rate in [10.0, 100.0, 10.0, 10.0, 10.0, 10.0] {
-            seen.push(l.observe(&"m", rate, false, 0.0));
+            seen.push(l.observe(&"m", rate, NO_ASKS, false, 0.0));
         }
         // The peak of 100 is held for three periods (this one and the two before), then the
         // moving average of the falling rate is planned for.
@@ -368,14 +432,20 @@ mod tests {
         assert!(seen.iter().all(|s| s.forecast_max_qps.is_none()));
         // The horizon is ten periods: the seventh to ninth still give none, the tenth one.
         for _ in 6..9 {
-            assert!(l.observe(&"m", 10.0, false, 0.0).forecast_max_qps.is_none());
+            assert!(l
+                .observe(&"m", 10.0, NO_ASKS, false, 0.0)
+                .forecast_max_qps
+                .is_none());
         }
-        let tenth = l.observe(&"m", 10.0, false, 0.0).forecast_max_qps.unwrap();
+        let tenth = l
+            .observe(&"m", 10.0, NO_ASKS, false, 0.0)
+            .forecast_max_qps
+            .unwrap();
         assert!(tenth > 0.0 && tenth <= 100.0, "{tenth}");
         // Without forecasts, never one.
         let mut off: ModelLoop<&str> = ModelLoop::new(config(false));
         assert!((0..20).all(|_| off
-            .observe(&"m", 10.0, false, 0.0)
+            .observe(&"m", 10.0, NO_ASKS, false, 0.0)
             .forecast_max_qps
             .is_none()));
     }
@@ -384,11 +454,23 @@ mod tests {
     fn a_family_overloaded_within_the_peak_hold_gives_nothing_back() {
         // The peak hold is 3 s here.
         let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
-        assert!(!l.observe(&"m", 10.0, false, 0.0).overloaded_lately);
-        assert!(l.observe(&"m", 10.0, true, 1_000.0).overloaded_lately);
-        assert!(l.observe(&"m", 10.0, false, 3_999.0).overloaded_lately);
-        assert!(!l.observe(&"m", 10.0, false, 4_000.0).overloaded_lately);
-        assert!(l.observe(&"m", 10.0, true, 5_000.0).overloaded_lately);
+        assert!(!l.observe(&"m", 10.0, NO_ASKS, false, 0.0).overloaded_lately);
+        assert!(
+            l.observe(&"m", 10.0, NO_ASKS, true, 1_000.0)
+                .overloaded_lately
+        );
+        assert!(
+            l.observe(&"m", 10.0, NO_ASKS, false, 3_999.0)
+                .overloaded_lately
+        );
+        assert!(
+            !l.observe(&"m", 10.0, NO_ASKS, false, 4_000.0)
+                .overloaded_lately
+        );
+        assert!(
+            l.observe(&"m", 10.0, NO_ASKS, true, 5_000.0)
+                .overloaded_lately
+        );
     }
 
     /// A load the query path started (no live instance would have answered in time) is
@@ -424,6 +506,78 @@ mod tests {
         // Through the hold (3 s here), then released.
         assert!(held(&mut l, 3_999.0, false));
         assert!(!held(&mut l, 4_000.0, false));
+    }
+
+    /// A period without rows asks for nothing: the family keeps the tightest SLO and the
+    /// highest minimum accuracy of the peak hold (3 s here), so its variants' capacity stays
+    /// what they serve under that SLO.
+    #[test]
+    fn a_family_keeps_its_rows_requirements_through_the_peak_hold() {
+        let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+        let asks = |l: &mut ModelLoop<&str>, asked, now_ms| {
+            let s = l.observe(&"m", 10.0, asked, false, now_ms);
+            (s.slo_ms, s.min_accuracy)
+        };
+        let strict = (Some(300.0), Some(0.8));
+        assert_eq!(asks(&mut l, strict, 0.0), strict);
+        assert_eq!(asks(&mut l, NO_ASKS, 1_000.0), strict);
+        // Looser asks within the hold: the stricter ones still stand.
+        assert_eq!(asks(&mut l, (Some(500.0), Some(0.5)), 2_000.0), strict);
+        // Past the hold of the strict ones: what was asked since.
+        let loose = (Some(500.0), Some(0.5));
+        assert_eq!(asks(&mut l, loose, 3_000.0), loose);
+        assert_eq!(asks(&mut l, NO_ASKS, 5_999.0), loose);
+        assert_eq!(asks(&mut l, NO_ASKS, 6_000.0), NO_ASKS);
+    }
+
+    /// An instance Overloaded at its peak is full, not short of its profile (the router fills
+    /// the instances it prefers): it does not hold its family. One Overloaded below its peak
+    /// (queued or late) does.
+    #[test]
+    fn only_an_instance_overloaded_below_its_profile_holds_its_family() {
+        use crate::autoscale::tests::{cpu_worker, var};
+        use crate::snapshot::InstanceEntry;
+        use infaas_core::HardwareKind;
+        let held = |qps: f64| {
+            let mut b = Snapshot::builder();
+            let v = b
+                .add_variant("t", var("m-cpu", HardwareKind::Cpu, 4, 100.0))
+                .unwrap();
+            let w = b.add_worker(cpu_worker("w", 8)).unwrap();
+            let i = b
+                .add_instance(InstanceEntry {
+                    id: "i".into(),
+                    variant: v,
+                    worker: w,
+                    state: InstanceState::Overloaded,
+                    queue_len: 0,
+                    qps,
+                })
+                .unwrap();
+            let s = b.build();
+            let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
+            let fam = LiveFamily {
+                key: "m",
+                tenant: "t",
+                model: "m",
+                instances: vec![i],
+                rows_per_s: qps,
+                slo_ms: None,
+                min_accuracy: None,
+                busy: false,
+                loaded_for_queries: false,
+            };
+            let input = LoopInput {
+                snapshot: &s,
+                threads: &[],
+                releasable: &[],
+                prices: Prices::default(),
+                now_ms: 0.0,
+            };
+            l.period(&input, &[fam], greedy).signals[0].overloaded_lately
+        };
+        assert!(!held(100.0), "Overloaded at its peak of 100 rows/s");
+        assert!(held(50.0), "Overloaded at half its peak");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::autoscale::{Action, ActionKind, ScalingConfig, ScalingError};
-use crate::instance_state::InstanceState;
+use crate::instance_state::{short_of_profile, InstanceState};
 use crate::snapshot::{
     has_cpu_only_worker, keeps_gpu_host, Prices, Snapshot, VariantEntry, WorkerEntry,
 };
@@ -28,6 +28,11 @@ pub struct Family {
     pub min_accuracy: Option<f64>,
 }
 
+/// Share of its family's SLO within which a [`Prepared::preferred`] variant answers a full
+/// batch: a query that waits behind one batch still meets the SLO (the fixed-variant
+/// baselines of the simulator choose their variant by the same bound).
+pub const QUEUE_ROOM: f64 = 0.5;
+
 /// A loaded instance the planner may count on or remove.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Running {
@@ -36,6 +41,8 @@ pub struct Running {
     pub variant: usize,
     pub worker: usize,
     pub state: InstanceState,
+    /// Rows/s it served over the last window ([`short_of_profile`] reads it with `state`).
+    pub qps: f64,
     /// How long the instance has been in `state`, in ms. It may be removed (scale-down, or
     /// replaced by an upgrade) only once this reaches its variant's load time.
     pub state_age_ms: f64,
@@ -111,6 +118,7 @@ impl<'a> ScalingInput<'a> {
                         variant: v,
                         worker: inst.worker,
                         state: inst.state,
+                        qps: inst.qps,
                         state_age_ms: state_age_ms(i),
                     });
                 }
@@ -188,6 +196,12 @@ pub(crate) struct Prepared<'i, 'a> {
     pub rate: Vec<f64>,
     /// Per variant: whether it may be newly loaded for its family.
     pub loadable: Vec<bool>,
+    /// Per variant: loadable, and answers a full batch within [`QUEUE_ROOM`] of its family's
+    /// SLO, or its family has no such variant. A query can wait behind a batch of a preferred
+    /// variant and still meet its SLO; one that takes most of the SLO misses whenever a query
+    /// waits, whatever headroom is kept. The family grows, switches and downgrades onto
+    /// preferred variants; onto the others only when no preferred one serves.
+    pub preferred: Vec<bool>,
     /// Per variant: indices into `input.running` of its live instances.
     pub running: Vec<Vec<usize>>,
     /// Per variant: how many of those may be removed.
@@ -199,8 +213,9 @@ pub(crate) struct Prepared<'i, 'a> {
     /// Per variant: how long an instance must have been in its state to be removable (its
     /// load time; at least the scale-in hold when its family is not short of capacity).
     pub min_age_ms: Vec<f64>,
-    /// Per family: whether one of its instances is Overloaded or Interfered (then none of them
-    /// is removable).
+    /// Per family: whether one of its instances serves less than its profile
+    /// ([`short_of_profile`]: Interfered, or Overloaded below its peak); then none of them is
+    /// removable.
     pub overloaded: Vec<bool>,
     /// Objective weight of one unserved row/s.
     pub penalty: f64,
@@ -258,17 +273,29 @@ impl<'i, 'a> Prepared<'i, 'a> {
                         .slo_ms
                         .is_none_or(|slo| v.latency_ms(v.max_batch) <= slo)
             })
+            .collect::<Vec<bool>>();
+        let roomy = |j: usize| {
+            let v = &input.variants[j];
+            family_of[j]
+                .and_then(|f| input.families[f].slo_ms)
+                .is_none_or(|slo| v.latency_ms(v.max_batch) <= QUEUE_ROOM * slo)
+        };
+        let mut has_roomy = vec![false; input.families.len()];
+        for j in (0..nv).filter(|&j| loadable[j] && roomy(j)) {
+            if let Some(f) = family_of[j] {
+                has_roomy[f] = true;
+            }
+        }
+        let preferred = (0..nv)
+            .map(|j| loadable[j] && (roomy(j) || family_of[j].is_some_and(|f| !has_roomy[f])))
             .collect();
-        // A family with an Overloaded or Interfered instance gives nothing back: its profiled
-        // capacity is not what it serves now (its queue, or its latency against the profile,
-        // says so), so a headroom computed from the profile would remove or downgrade the
-        // instances that are short.
+        // A family with an instance that serves less than its profile (Interfered, or
+        // Overloaded below its peak) gives nothing back: its profiled capacity is not what it
+        // serves now (its queue, or its latency against the profile, says so), so a headroom
+        // computed from the profile would remove or downgrade the instances that are short.
         let mut overloaded = vec![false; input.families.len()];
         for r in &input.running {
-            if matches!(
-                r.state,
-                InstanceState::Overloaded | InstanceState::Interfered
-            ) {
+            if r.variant < nv && short_of_profile(r.state, r.qps, peak[r.variant]) {
                 if let Some(Some(f)) = family_of.get(r.variant) {
                     overloaded[*f] = true;
                 }
@@ -345,6 +372,7 @@ impl<'i, 'a> Prepared<'i, 'a> {
             peak,
             rate,
             loadable,
+            preferred,
             running,
             removable,
             slack,

@@ -63,6 +63,7 @@ fn run(instance: usize, variant: usize, worker: usize, age_ms: f64) -> Running {
         variant,
         worker,
         state: InstanceState::Active,
+        qps: 0.0,
         state_age_ms: age_ms,
     }
 }
@@ -422,9 +423,10 @@ fn scale_down_never_downgrades_to_a_smaller_batch() {
         .any(|k| matches!(k, ActionKind::Downgrade { to: 1, .. })));
 }
 
-/// A family with an Overloaded or Interfered instance gives nothing back, whatever its
-/// profiled headroom: the queue or the latency shows the profile overstates what the
-/// instances serve now.
+/// A family with an instance that serves less than its profile (Overloaded below its peak,
+/// or Interfered) gives nothing back, whatever its profiled headroom: the queue or the
+/// latency shows the profile overstates what the instances serve now. One Overloaded at its
+/// peak is only full.
 #[test]
 fn an_overloaded_family_is_not_scaled_down() {
     let variants = [var("a", HardwareKind::Cpu, 1, 1000.0)];
@@ -454,8 +456,13 @@ fn an_overloaded_family_is_not_scaled_down() {
     // Nor when one runs slower than its profile (Interfered: on a shared host, the request
     // path's own threads take the cores the profile had to itself).
     r[1].state = InstanceState::Interfered;
-    let i = input(&variants, &workers, r, vec![family(&[0], 100.0)]);
+    let i = input(&variants, &workers, r.clone(), vec![family(&[0], 100.0)]);
     assert!(greedy(&i).unwrap().actions.is_empty());
+    // Overloaded while serving its profiled 1,000 rows/s: full, not short of its profile.
+    r[1].state = InstanceState::Overloaded;
+    r[1].qps = 1000.0;
+    let i = input(&variants, &workers, r, vec![family(&[0], 100.0)]);
+    assert!(!greedy(&i).unwrap().actions.is_empty());
 }
 
 /// Scaling in empties workers: replicas go first from the worker with the fewest cores in
@@ -885,6 +892,7 @@ fn random_case(
                     rng.below(3)
                 },
                 state: InstanceState::Active,
+                qps: 0.0,
                 state_age_ms: if rng.below(3) == 0 { 0.0 } else { OLD },
             });
         }
@@ -1290,5 +1298,84 @@ fn a_replica_is_priced_with_the_headroom_it_brings() {
             variant: 0,
             worker: 0
         }]
+    );
+}
+
+/// One more small replica is the cheapest answer to each small deficit, while the family's
+/// whole load is served cheaper by one large instance: the family grows on the large one.
+#[test]
+fn a_family_grows_on_the_variant_cheapest_for_its_whole_load() {
+    let variants = [
+        var("small", HardwareKind::Cpu, 1, 10.0),
+        var("large", HardwareKind::Cpu, 8, 200.0),
+    ];
+    let workers = [cpu_worker("w0", 32)];
+    // Fourteen young small instances (none may be replaced yet): 140 rows/s for 150.
+    let running = (0..14).map(|k| run(k, 0, 0, 0.0)).collect();
+    let plan = greedy(&input(
+        &variants,
+        &workers,
+        running,
+        vec![family(&[0, 1], 150.0)],
+    ))
+    .unwrap();
+    // Two small replicas (2 cores) cover the deficit for less than one large (8 cores), but
+    // the load on small ones alone takes 16 cores, on large ones 8.
+    assert_eq!(
+        kinds(&plan),
+        [ActionKind::Replicate {
+            variant: 1,
+            worker: 0
+        }]
+    );
+    assert_eq!(plan.score.unserved_qps, 0.0);
+}
+
+/// A variant whose full batch takes most of the SLO is cheaper but misses whenever a query
+/// waits: the family grows on one that leaves a query room to wait, and on the other only
+/// when that one cannot be placed.
+#[test]
+fn a_family_grows_on_variants_that_leave_room_to_queue() {
+    let variants = [
+        // A full batch in 80 ms under a 100-ms SLO, on one core.
+        var("near", HardwareKind::Cpu, 1, 120.0),
+        // In 24 ms, on four cores.
+        var("roomy", HardwareKind::Cpu, 4, 400.0),
+    ];
+    let plan_on = |cores: usize| {
+        let workers = [cpu_worker("w0", cores)];
+        let mut fam = family(&[0, 1], 20.0);
+        fam.slo_ms = Some(100.0);
+        greedy(&input(&variants, &workers, Vec::new(), vec![fam])).unwrap()
+    };
+    let eight = [cpu_worker("w0", 8)];
+    let prepared = input(
+        &variants,
+        &eight,
+        Vec::new(),
+        vec![Family {
+            slo_ms: Some(100.0),
+            ..family(&[0, 1], 20.0)
+        }],
+    );
+    let p = Prepared::new(&prepared).unwrap();
+    assert_eq!(
+        (p.loadable.clone(), p.preferred.clone()),
+        (vec![true, true], vec![false, true])
+    );
+    assert_eq!(
+        kinds(&plan_on(8)),
+        [ActionKind::Replicate {
+            variant: 1,
+            worker: 0
+        }]
+    );
+    // Three cores: no room for the roomy variant.
+    assert!(
+        kinds(&plan_on(3))
+            .iter()
+            .all(|k| matches!(k, ActionKind::Replicate { variant: 0, .. })),
+        "{:?}",
+        kinds(&plan_on(3))
     );
 }
