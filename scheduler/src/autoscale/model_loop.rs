@@ -391,6 +391,36 @@ mod tests {
     /// A period whose rows asked for no SLO and no minimum accuracy.
     const NO_ASKS: (Option<f64>, Option<f64>) = (None, None);
 
+    /// The period input of `s` at `now_ms`, with the variants' threads and no releasable worker.
+    fn at(s: &Snapshot, now_ms: f64) -> LoopInput<'_> {
+        LoopInput {
+            snapshot: s,
+            threads: &[],
+            releasable: &[],
+            prices: Prices::default(),
+            now_ms,
+        }
+    }
+
+    /// Family `key` of tenant `t` with `instances`, `rows_per_s` arriving, asking for nothing.
+    fn live(
+        key: &'static str,
+        instances: Vec<usize>,
+        rows_per_s: f64,
+    ) -> LiveFamily<'static, &'static str> {
+        LiveFamily {
+            key,
+            tenant: "t",
+            model: key,
+            instances,
+            rows_per_s,
+            slo_ms: None,
+            min_accuracy: None,
+            busy: false,
+            loaded_for_queries: false,
+        }
+    }
+
     fn config(forecast: bool) -> LoopConfig {
         LoopConfig {
             period: PeriodConfig {
@@ -481,25 +511,11 @@ mod tests {
         let s = Snapshot::builder().build();
         let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
         let fam = |loaded: bool| LiveFamily {
-            key: "m",
-            tenant: "t",
-            model: "m",
-            instances: Vec::new(),
-            rows_per_s: 10.0,
-            slo_ms: None,
-            min_accuracy: None,
-            busy: false,
             loaded_for_queries: loaded,
-        };
-        let at = |now_ms: f64| LoopInput {
-            snapshot: &s,
-            threads: &[],
-            releasable: &[],
-            prices: Prices::default(),
-            now_ms,
+            ..live("m", Vec::new(), 10.0)
         };
         let held = |l: &mut ModelLoop<&str>, now_ms: f64, loaded: bool| {
-            l.period(&at(now_ms), &[fam(loaded)], greedy).signals[0].overloaded_lately
+            l.period(&at(&s, now_ms), &[fam(loaded)], greedy).signals[0].overloaded_lately
         };
         assert!(!held(&mut l, 0.0, false));
         assert!(held(&mut l, 1_000.0, true));
@@ -556,25 +572,9 @@ mod tests {
                 .unwrap();
             let s = b.build();
             let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
-            let fam = LiveFamily {
-                key: "m",
-                tenant: "t",
-                model: "m",
-                instances: vec![i],
-                rows_per_s: qps,
-                slo_ms: None,
-                min_accuracy: None,
-                busy: false,
-                loaded_for_queries: false,
-            };
-            let input = LoopInput {
-                snapshot: &s,
-                threads: &[],
-                releasable: &[],
-                prices: Prices::default(),
-                now_ms: 0.0,
-            };
-            l.period(&input, &[fam], greedy).signals[0].overloaded_lately
+            l.period(&at(&s, 0.0), &[live("m", vec![i], qps)], greedy)
+                .signals[0]
+                .overloaded_lately
         };
         assert!(!held(100.0), "Overloaded at its peak of 100 rows/s");
         assert!(held(50.0), "Overloaded at half its peak");
@@ -583,25 +583,9 @@ mod tests {
     #[test]
     fn a_family_without_live_instances_is_forgotten() {
         let s = Snapshot::builder().build();
-        let input = LoopInput {
-            snapshot: &s,
-            threads: &[],
-            releasable: &[],
-            prices: Prices::default(),
-            now_ms: 0.0,
-        };
+        let input = at(&s, 0.0);
         let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
-        let fam = |key: &'static str, rate: f64| LiveFamily {
-            key,
-            tenant: "t",
-            model: key,
-            instances: Vec::new(),
-            rows_per_s: rate,
-            slo_ms: None,
-            min_accuracy: None,
-            busy: false,
-            loaded_for_queries: false,
-        };
+        let fam = |key: &'static str, rate: f64| live(key, Vec::new(), rate);
         let sig = l
             .period(&input, &[fam("a", 100.0), fam("b", 5.0)], greedy)
             .signals;
@@ -678,31 +662,27 @@ mod tests {
     fn state_ages_restart_on_a_change_and_interference_counts_periods_by_instance() {
         use InstanceState::*;
         let mut l: ModelLoop<&str> = ModelLoop::new(config(false));
-        let mut at = |s: &Snapshot, now_ms: f64| {
-            let input = LoopInput {
-                snapshot: s,
-                threads: &[],
-                releasable: &[],
-                prices: Prices::default(),
-                now_ms,
-            };
-            let ages = l.period(&input, &[], greedy).ages_ms;
+        let mut seen_at = |s: &Snapshot, now_ms: f64| {
+            let ages = l.period(&at(s, now_ms), &[], greedy).ages_ms;
             (ages, l.interference.periods_of(s))
         };
         let both = snapshot(&[("i", Active), ("j", Interfered)]);
-        at(&both, 0.0);
-        assert_eq!(at(&both, 2_000.0), (vec![2_000.0, 2_000.0], vec![0, 2]));
+        seen_at(&both, 0.0);
+        assert_eq!(
+            seen_at(&both, 2_000.0),
+            (vec![2_000.0, 2_000.0], vec![0, 2])
+        );
         let changed = snapshot(&[("i", Overloaded), ("j", Interfered)]);
         assert_eq!(
-            at(&changed, 5_000.0),
+            seen_at(&changed, 5_000.0),
             (vec![0.0, 5_000.0], vec![0, 3]),
             "a new state starts a new age"
         );
         // "i" leaves: "j" is now first and keeps its age and count.
         let j = snapshot(&[("j", Interfered)]);
-        assert_eq!(at(&j, 6_000.0), (vec![6_000.0], vec![4]));
+        assert_eq!(seen_at(&j, 6_000.0), (vec![6_000.0], vec![4]));
         // "i" is back: a new instance.
         let back = snapshot(&[("j", Interfered), ("i", Overloaded)]);
-        assert_eq!(at(&back, 7_000.0), (vec![7_000.0, 0.0], vec![5, 0]));
+        assert_eq!(seen_at(&back, 7_000.0), (vec![7_000.0, 0.0], vec![5, 0]));
     }
 }
