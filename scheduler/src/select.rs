@@ -431,29 +431,48 @@ fn best_load(
         Some(p) => Some(p.worker),
         None => place(s, vi, v, replica),
     };
-    let mut lowest: Option<(usize, usize, f64)> = None;
+    let slo_run = q.latency_slo_ms.map(|slo| slo * SLO_RUN_SHARE);
+    // What a load is for: 0, the query waits for it within its SLO; 1, it cannot, and the load
+    // is for the queries after it, which a variant leaving room to queue (its run within
+    // `SLO_RUN_SHARE` of the SLO) serves several at a time; 2, neither. A lower tier wins
+    // before a lower total: a variant that loads fast but runs near the SLO answers one query
+    // at a time, so a burst that waits for no load anyway is better served by the slower load
+    // that then keeps up (and the planner, which prefers such variants, need not replace it).
+    let tier = |v: &VariantEntry, total: f64| {
+        if fits_slo(total, q.latency_slo_ms) {
+            0
+        } else if slo_run.is_none_or(|run| v.latency_ms(rows) <= run) {
+            1
+        } else {
+            2
+        }
+    };
+    let mut lowest: Option<(usize, usize, f64, u8)> = None;
     for (vi, v, total) in candidates() {
         // Placement is looked for only for a variant that would improve on the best so far.
-        if lowest.is_some_and(|(_, _, t)| total >= t) || !eligible(v, q, prices, rows) {
+        let rank = tier(v, total);
+        if lowest.is_some_and(|(_, _, t, r)| (rank, total) >= (r, t))
+            || !eligible(v, q, prices, rows)
+        {
             continue;
         }
         if let Some(w) = at(vi, v) {
-            lowest = Some((vi, w, total));
+            lowest = Some((vi, w, total, rank));
         }
     }
-    let lowest = lowest?;
+    let (lowest_vi, lowest_w, lowest_total, lowest_tier) = lowest?;
+    let lowest = (lowest_vi, lowest_w, lowest_total);
     // Near ties: among them, those whose run is close to the fastest; of those, the fewest
     // threads, then the fastest run (what every later query pays). Under an SLO, every variant
     // that waits for its load within the SLO and runs within `SLO_RUN_SHARE` of it is as good
     // as the fastest (INFaaS: the cheapest variant that meets the SLO): the fewest threads
     // cost less and leave the worker's other cores to replicas.
     let within = lowest.2 * (1.0 + LOAD_TIE);
-    let slo_run = q.latency_slo_ms.map(|slo| slo * SLO_RUN_SHARE);
     let near = || {
         candidates().filter(|&(_, v, t)| {
             let meets = slo_run
                 .is_some_and(|run| v.latency_ms(rows) <= run && fits_slo(t, q.latency_slo_ms));
-            (t <= within || meets) && eligible(v, q, prices, rows)
+            (t <= within || meets) && tier(v, t) <= lowest_tier && eligible(v, q, prices, rows)
         })
     };
     let fastest = near()
@@ -1394,6 +1413,32 @@ mod tests {
         assert!(
             matches!(d, Decision::Load { variant, wait: true, predicted_ms, .. } if variant == mid && predicted_ms == 102.0)
         );
+    }
+
+    /// A query that can wait for no load still starts one, for the queries after it: then a
+    /// variant that runs within half the SLO (it serves several queries in turn while each
+    /// meets the SLO) is loaded before one that loads sooner but runs near the SLO and answers
+    /// one query at a time. A query that can wait for the quick load still gets it.
+    #[test]
+    fn a_load_no_query_waits_for_goes_to_a_variant_that_leaves_room_to_queue() {
+        let mut b = Snapshot::builder();
+        let mut near = variant("near", "near", 0.9, 80.0);
+        near.load_ms = 100.0;
+        let mut roomy = variant("roomy", "roomy", 0.9, 10.0);
+        roomy.load_ms = 2_000.0;
+        let near = b.add_variant("acme", near).unwrap();
+        let roomy = b.add_variant("acme", roomy).unwrap();
+        b.add_worker(worker("w", &[Cpu], 0.0)).unwrap();
+        let s = b.build();
+        let loaded = |slo: f64| match select(&s, &app(Some(slo), None), &PRICES) {
+            Decision::Load { variant, wait, .. } => (variant, wait),
+            d => panic!("{d:?}"),
+        };
+        // 100 ms: near's load and run take 180 ms, roomy's 2,010: neither is waited for, and
+        // near runs 80 of the 100 ms.
+        assert_eq!(loaded(100.0), (roomy, false));
+        // 300 ms: the query waits for near (180 ms).
+        assert_eq!(loaded(300.0), (near, true));
     }
 
     #[test]

@@ -16,10 +16,10 @@
 //!    module (`x_jw` per worker, two resource rows per worker; among equal plans, loads on
 //!    permanent workers, see `RELEASABLE_TIE`).
 //!
-//! Both drop exactly what cannot change the optimum: load variables of a variant dominated by
-//! another of its family (same hardware, no more threads or memory, no less throughput, no more
-//! objective weight), and bounds past `ceil((slack * L - kept) / Q_j)`, where `kept` is the
-//! capacity of instances that may not be removed. The objective is divided by the smallest
+//! Both bound a variant's loads by `ceil((slack * L - kept) / Q_j)`, where `kept` is the
+//! capacity of instances that may not be removed, and by the workers that can host it (a worker
+//! runs one instance of a variant; so a variant that another of its family beats on every count
+//! still serves where that one already runs, and keeps its variables). The objective is divided by the smallest
 //! instance price so that its coefficients are near 1 and the solver's absolute tolerances stay
 //! far below one instance's price.
 
@@ -144,7 +144,7 @@ pub(super) fn solve(
     let input = p.input;
     let workers = input.workers;
     let variants = input.variants;
-    let room = Room::new(workers);
+    let room = Room::new(workers, input.running.iter().map(|r| (r.variant, r.worker)));
     let unit = p
         .rate
         .iter()
@@ -199,10 +199,10 @@ pub(super) fn solve(
         let mut any = false;
         for &j in &fam.variants {
             let v = &variants[j];
-            if p.loadable[j] && demand > kept && !dominated(p, j) {
+            if p.loadable[j] && demand > kept {
                 let useful = ((demand - kept) / p.peak[j]).ceil();
                 let fit = |w: usize| {
-                    if !room.fits(workers, w, v) {
+                    if !room.fits(workers, w, j, v) {
                         return 0.0;
                     }
                     let by_cores = (room.cores(w) / v.threads.max(1)) as f64;
@@ -210,7 +210,8 @@ pub(super) fn solve(
                         0 => f64::INFINITY,
                         m => (room.memory(w) / m) as f64,
                     };
-                    by_cores.min(by_memory)
+                    // A worker runs at most one instance of a variant.
+                    by_cores.min(by_memory).min(1.0)
                 };
                 let columns: Vec<(Option<usize>, f64)> = match level {
                     Level::Worker => (0..workers.len()).map(|w| (Some(w), fit(w))).collect(),
@@ -331,44 +332,22 @@ pub(super) fn pack(
             std::cmp::Reverse(v.memory_bytes),
         )
     });
-    let mut room = Room::new(workers);
+    let mut room = Room::new(
+        workers,
+        p.input.running.iter().map(|r| (r.variant, r.worker)),
+    );
     let mut loads = Vec::new();
     for (j, n) in order {
         let v = &variants[j];
         for _ in 0..n {
             let w = (0..workers.len())
-                .filter(|&w| room.fits(workers, w, v))
+                .filter(|&w| room.fits(workers, w, j, v))
                 .min_by_key(|&w| (p.input.is_releasable(w), room.cores(w) - v.threads, w))?;
-            room.take(w, v);
+            room.take(w, j, v);
             loads.push((j, w));
         }
     }
     Some(loads)
-}
-
-/// Whether a loadable variant of `j`'s family can replace `j` in any plan at no loss: same
-/// hardware, no more threads or memory, no less throughput, no more objective weight (ties
-/// broken by index, so that of equal variants one is kept). Loads of `j` then need no variables.
-fn dominated(p: &Prepared, j: usize) -> bool {
-    let Some(f) = p.family_of[j] else {
-        return false;
-    };
-    let v = &p.input.variants[j];
-    p.family(f).variants.iter().any(|&k| {
-        let o = &p.input.variants[k];
-        let no_worse = k != j
-            && p.loadable[k]
-            && o.hardware == v.hardware
-            && o.threads <= v.threads
-            && o.memory_bytes <= v.memory_bytes
-            && p.peak[k] >= p.peak[j]
-            && p.load_weight(k) <= p.load_weight(j);
-        let strictly = o.threads < v.threads
-            || o.memory_bytes < v.memory_bytes
-            || p.peak[k] > p.peak[j]
-            || p.load_weight(k) < p.load_weight(j);
-        no_worse && (strictly || k < j)
-    })
 }
 
 /// How far a plan's objective is above the optimum.

@@ -110,7 +110,13 @@ pub fn migrations(
             noisy[i.worker] = true;
         }
     }
-    let mut room = Room::new(workers);
+    let mut room = Room::new(
+        workers,
+        s.instances()
+            .iter()
+            .filter(|i| i.state != InstanceState::Inactive)
+            .map(|i| (i.variant, i.worker)),
+    );
     // Longest interfered first.
     let mut due: Vec<usize> = (0..s.instances().len())
         .filter(|&i| {
@@ -125,7 +131,7 @@ pub fn migrations(
         let v = &s.variants()[inst.variant];
         let mut best: Option<usize> = None;
         for w in 0..workers.len() {
-            if w == inst.worker || noisy[w] || !room.fits(workers, w, v) {
+            if w == inst.worker || noisy[w] || !room.fits(workers, w, inst.variant, v) {
                 continue;
             }
             if best.is_none_or(|b| workers[w].utilisation < workers[b].utilisation) {
@@ -135,7 +141,7 @@ pub fn migrations(
         let Some(to) = best else {
             continue;
         };
-        room.take(to, v);
+        room.take(to, inst.variant, v);
         let rate = prices.rate_per_s(v);
         actions.push(Action {
             kind: ActionKind::Migrate {
@@ -177,6 +183,7 @@ mod tests {
     fn snapshot() -> Snapshot {
         let mut b = Snapshot::builder();
         let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let u = b.add_variant("t", variant("u", "n", 0.9, 1.0)).unwrap();
         let w0 = b.add_worker(worker("w0", &[Cpu], 0.5)).unwrap();
         b.add_worker(worker("w1", &[Cpu], 0.6)).unwrap();
         let w2 = b.add_worker(worker("w2", &[Cpu], 0.0)).unwrap();
@@ -185,7 +192,7 @@ mod tests {
         b.add_worker(full).unwrap();
         b.add_worker(worker("w4", &[Cpu], 0.3)).unwrap();
         let i0 = b.add_instance(instance("i0", v, w0)).unwrap();
-        let i1 = b.add_instance(instance("i1", v, w2)).unwrap();
+        let i1 = b.add_instance(instance("i1", u, w2)).unwrap();
         let mut s = b.build();
         s.set_instance_state(i0, InstanceState::Interfered).unwrap();
         s.set_instance_state(i1, InstanceState::Interfered).unwrap();
@@ -288,6 +295,33 @@ mod tests {
             "{}",
             a[0].reason
         );
+    }
+
+    #[test]
+    fn two_instances_of_one_variant_do_not_move_to_the_same_worker() {
+        let mut b = Snapshot::builder();
+        let v = b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap();
+        let w0 = b.add_worker(worker("w0", &[Cpu], 0.5)).unwrap();
+        let w1 = b.add_worker(worker("w1", &[Cpu], 0.5)).unwrap();
+        b.add_worker(worker("w2", &[Cpu], 0.1)).unwrap();
+        b.add_worker(worker("w3", &[Cpu], 0.2)).unwrap();
+        let i0 = b.add_instance(instance("i0", v, w0)).unwrap();
+        let i1 = b.add_instance(instance("i1", v, w1)).unwrap();
+        let mut s = b.build();
+        s.set_instance_state(i0, InstanceState::Interfered).unwrap();
+        s.set_instance_state(i1, InstanceState::Interfered).unwrap();
+        let cfg = MigrationConfig::default();
+        let a = migrations(&s, &[cfg.periods; 2], &PRICES, &cfg);
+        // A worker runs at most one instance of a variant: w2, the least utilised, takes the
+        // first, and the second goes to w3.
+        let to: Vec<usize> = a
+            .iter()
+            .filter_map(|m| match m.kind {
+                ActionKind::Migrate { to_worker, .. } => Some(to_worker),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(to, [2, 3], "{a:?}");
     }
 
     #[test]

@@ -38,7 +38,10 @@ struct Candidate {
 /// One greedy decision over every family of `input`; see the module documentation.
 pub fn greedy(input: &ScalingInput) -> Result<ScalingPlan, ScalingError> {
     let p = Prepared::new(input)?;
-    let mut room = Room::new(input.workers);
+    let mut room = Room::new(
+        input.workers,
+        input.running.iter().map(|r| (r.variant, r.worker)),
+    );
     let (mut loads, mut removals, mut actions) = (Vec::new(), Vec::new(), Vec::new());
     let mut released = Vec::new();
     for f in 0..input.families.len() {
@@ -115,8 +118,8 @@ fn place_n(p: &Prepared, j: usize, n: usize, room: &mut Room) -> Vec<(usize, usi
     let workers = p.input.workers;
     (0..n)
         .map_while(|_| {
-            room.place_where(workers, v, |w| !p.input.is_releasable(w))
-                .or_else(|| room.place(workers, v))
+            room.place_where(workers, j, v, |w| !p.input.is_releasable(w))
+                .or_else(|| room.place(workers, j, v))
                 .map(|w| (j, w))
         })
         .collect()
@@ -206,6 +209,57 @@ fn scale_up(
             });
         }
         consider_switch(p, f, j, capacity, room, false, &mut consider);
+    }
+    // Fill: a worker runs at most one instance of a variant, so a deficit beyond what one
+    // variant can place grows on the family's next variants too (most often the same weights
+    // at another max batch): preferred ones first, each by its price per row/s.
+    let mut order: Vec<usize> = fam
+        .variants
+        .iter()
+        .copied()
+        .filter(|&j| p.loadable[j])
+        .collect();
+    order.sort_by(|&a, &b| {
+        (!p.preferred[a])
+            .cmp(&!p.preferred[b])
+            .then(p.price_per_row(a).total_cmp(&p.price_per_row(b)))
+    });
+    let mut r = room.clone();
+    let mut loads: Loads = Vec::new();
+    let mut added = 0.0;
+    let mut unserved = 0.0;
+    let mut used = 0;
+    for &j in &order {
+        let servers = live + loads.len() + count_for(deficit - added, p.peak[j]).max(1);
+        let need = p.slack_after(f, j, servers, |_| true) * fam.load_qps - capacity - added;
+        unserved = need.max(0.0);
+        if need <= 0.0 {
+            break;
+        }
+        let placed = place_n(p, j, count_for(need, p.peak[j]), &mut r);
+        if placed.is_empty() {
+            continue;
+        }
+        used += 1;
+        added += placed.len() as f64 * p.peak[j];
+        loads.extend(placed);
+        unserved = (need - added).max(0.0);
+    }
+    if used > 1 {
+        consider(Candidate {
+            value: loads.iter().map(|&(j, _)| p.load_weight(j)).sum::<f64>() + p.penalty * unserved,
+            label: format!(
+                "replicate {} ({unserved:.0} rows/s short after)",
+                loads
+                    .iter()
+                    .map(|&(j, _)| variants[j].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            loads,
+            removals: Vec::new(),
+            room: r,
+        });
     }
     // ... unless the cheap row leaves rows/s unserved that another serves.
     let o = match (best, other) {
@@ -434,9 +488,9 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                 let at = p.input.running[next].worker;
                 let first = Some(at)
                     .filter(|&w| !p.input.is_releasable(w))
-                    .filter(|&w| r.fits(p.input.workers, w, &variants[j]))
+                    .filter(|&w| r.fits(p.input.workers, w, j, &variants[j]))
                     .map(|w| {
-                        r.take(w, &variants[j]);
+                        r.take(w, j, &variants[j]);
                         (j, w)
                     });
                 let mut placed: Vec<(usize, usize)> = first.into_iter().collect();
@@ -446,7 +500,7 @@ fn scale_down(p: &Prepared, f: usize, room: &mut Room, mut capacity: f64) -> Opt
                     // another worker, and finding none, ask for one).
                     let hosts =
                         |w: usize| p.running[i].iter().any(|&k| p.input.running[k].worker == w);
-                    let to = r.place_where(p.input.workers, &variants[j], |w| {
+                    let to = r.place_where(p.input.workers, j, &variants[j], |w| {
                         !p.input.is_releasable(w) && !hosts(w)
                     });
                     placed.extend(to.map(|w| (j, w)));

@@ -1,7 +1,9 @@
 //! The model-scaling problem both the greedy heuristic and the ILP solve: its input, the figures
 //! derived from it, the room left on workers, and how a plan is scored.
 
+use std::collections::HashSet;
 use std::fmt::Write;
+use std::sync::Arc;
 
 use crate::autoscale::{Action, ActionKind, ScalingConfig, ScalingError};
 use crate::instance_state::{short_of_profile, InstanceState};
@@ -549,21 +551,30 @@ impl<'i, 'a> Prepared<'i, 'a> {
 /// Loads as `(variant, worker)`.
 pub(crate) type Loads = Vec<(usize, usize)>;
 
-/// Free cores and memory per worker, as loads are planned.
+/// Free cores and memory per worker, and which workers hold which variant, as loads are planned.
 #[derive(Debug, Clone)]
 pub(crate) struct Room {
     cores: Vec<usize>,
     memory: Vec<u64>,
     /// The cluster has a live worker without a GPU ([`keeps_gpu_host`]).
     cpu_only_worker: bool,
+    /// `(variant, worker)` of every live instance when planning began: a worker runs at most
+    /// one instance of a variant (the controller and the query path look for another worker,
+    /// and the resolver skips a load where one runs). Shared by the clones a plan tries.
+    hosted: Arc<HashSet<(usize, usize)>>,
+    /// `(variant, worker)` of the loads planned since.
+    placed: Vec<(usize, usize)>,
 }
 
 impl Room {
-    pub fn new(workers: &[WorkerEntry]) -> Room {
+    /// The room of `workers`, whose live instances are `hosted` as `(variant, worker)`.
+    pub fn new(workers: &[WorkerEntry], hosted: impl IntoIterator<Item = (usize, usize)>) -> Room {
         Room {
             cores: workers.iter().map(WorkerEntry::free_cores).collect(),
             memory: workers.iter().map(WorkerEntry::free_memory).collect(),
             cpu_only_worker: has_cpu_only_worker(workers),
+            hosted: Arc::new(hosted.into_iter().collect()),
+            placed: Vec::new(),
         }
     }
 
@@ -575,32 +586,40 @@ impl Room {
         self.memory[w]
     }
 
-    /// Whether `v` can be loaded on worker `w` (alive, with its hardware) with the room left.
-    pub fn fits(&self, workers: &[WorkerEntry], w: usize, v: &VariantEntry) -> bool {
+    /// Whether worker `w` runs, or was given in this plan, an instance of variant `j`.
+    pub fn hosts(&self, j: usize, w: usize) -> bool {
+        self.hosted.contains(&(j, w)) || self.placed.contains(&(j, w))
+    }
+
+    /// Whether variant `j` (`v`) can be loaded on worker `w` (alive, with its hardware, not
+    /// running `j` already) with the room left.
+    pub fn fits(&self, workers: &[WorkerEntry], w: usize, j: usize, v: &VariantEntry) -> bool {
         let worker = &workers[w];
         worker.alive
             && worker.hardware.contains(&v.hardware)
             && !keeps_gpu_host(worker, v, self.cpu_only_worker)
             && self.cores[w] >= v.threads
             && self.memory[w] >= v.memory_bytes
+            && !self.hosts(j, w)
     }
 
-    /// The least-utilised worker that fits `v` (INFaaS' placement), then the one with most free
-    /// cores; takes the room.
-    pub fn place(&mut self, workers: &[WorkerEntry], v: &VariantEntry) -> Option<usize> {
-        self.place_where(workers, v, |_| true)
+    /// The least-utilised worker that fits variant `j` (`v`; INFaaS' placement), then the one
+    /// with most free cores; takes the room.
+    pub fn place(&mut self, workers: &[WorkerEntry], j: usize, v: &VariantEntry) -> Option<usize> {
+        self.place_where(workers, j, v, |_| true)
     }
 
     /// [`Room::place`] among the workers `allowed` accepts.
     pub fn place_where(
         &mut self,
         workers: &[WorkerEntry],
+        j: usize,
         v: &VariantEntry,
         allowed: impl Fn(usize) -> bool,
     ) -> Option<usize> {
         let mut best: Option<usize> = None;
         for w in 0..workers.len() {
-            if !allowed(w) || !self.fits(workers, w, v) {
+            if !allowed(w) || !self.fits(workers, w, j, v) {
                 continue;
             }
             let better = best.is_none_or(|b| {
@@ -615,14 +634,15 @@ impl Room {
             }
         }
         let w = best?;
-        self.take(w, v);
+        self.take(w, j, v);
         Some(w)
     }
 
-    /// Takes the room of one instance of `v` on worker `w` (which must fit it).
-    pub fn take(&mut self, w: usize, v: &VariantEntry) {
+    /// Takes the room of one instance of variant `j` (`v`) on worker `w` (which must fit it).
+    pub fn take(&mut self, w: usize, j: usize, v: &VariantEntry) {
         self.cores[w] = self.cores[w].saturating_sub(v.threads);
         self.memory[w] = self.memory[w].saturating_sub(v.memory_bytes);
+        self.placed.push((j, w));
     }
 }
 

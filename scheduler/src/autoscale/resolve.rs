@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::autoscale::{Action, ActionKind};
 use crate::instance_state::InstanceState;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{has_cpu_only_worker, keeps_gpu_host, Snapshot};
 use infaas_core::HardwareKind;
 
 /// One thing to do on a worker.
@@ -82,7 +82,9 @@ impl ClaimedRoom {
     /// instance that `adds` CPU demand (a replica, not a replacement of an instance that frees
     /// its threads) also needs cores that the worker's busy instances, its loads under way and
     /// this period's claims leave ([`Snapshot::busy_threads`]): capacity is counted in cores.
-    fn fits(&self, s: &Snapshot, v: usize, w: usize, adds: bool) -> bool {
+    /// A GPU worker takes a CPU variant only in a cluster without CPU workers (`cpu_only`,
+    /// [`keeps_gpu_host`]), as the planner and the query path place.
+    fn fits(&self, s: &Snapshot, v: usize, w: usize, adds: bool, cpu_only: bool) -> bool {
         let (Some(var), Some(wk)) = (s.variants().get(v), s.workers().get(w)) else {
             return false;
         };
@@ -93,6 +95,7 @@ impl ClaimedRoom {
             || s.busy_threads(w) + cores + var.threads <= wk.cpu_cores;
         wk.alive
             && wk.hardware.contains(&var.hardware)
+            && !keeps_gpu_host(wk, var, cpu_only)
             && wk.free_cores() >= cores + var.threads
             && wk.free_memory() >= memory + var.memory_bytes
             && cpu_room
@@ -138,7 +141,8 @@ impl ClaimedRoom {
         avoid: Option<usize>,
         adds: bool,
     ) -> Option<usize> {
-        let ok = |w: usize| Some(w) != avoid && self.fits(s, v, w, adds);
+        let cpu_only = has_cpu_only_worker(s.workers());
+        let ok = |w: usize| Some(w) != avoid && self.fits(s, v, w, adds, cpu_only);
         let chosen = preferred.filter(|&w| ok(w)).or_else(|| {
             (0..s.workers().len()).filter(|&w| ok(w)).min_by(|&a, &b| {
                 let (wa, wb) = (&s.workers()[a], &s.workers()[b]);
@@ -470,6 +474,54 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A GPU worker is kept for GPU instances while the cluster has a CPU worker, as the
+    /// planner and the query path place: a CPU replica with no CPU worker left is a shortage,
+    /// not a load on the GPU worker's cores. Without CPU workers it goes there.
+    #[test]
+    fn a_cpu_replica_does_not_go_to_a_gpu_worker_while_a_cpu_worker_exists() {
+        let mut b = Snapshot::builder();
+        b.add_variant("t", variant("v0", 1)).unwrap();
+        let mut gpu = worker("g0", 8, 0.0);
+        gpu.hardware.push(HardwareKind::Gpu);
+        b.add_worker(worker("w0", 4, 0.5)).unwrap();
+        b.add_worker(gpu.clone()).unwrap();
+        let mut s = b.build();
+        let twin = InstanceEntry {
+            id: "w0/v0".into(),
+            variant: 0,
+            worker: 0,
+            state: InstanceState::Active,
+            queue_len: 0,
+            qps: 0.0,
+        };
+        s.add_instance(twin.clone()).unwrap();
+        let replicate = action(ActionKind::Replicate {
+            variant: 0,
+            worker: 0,
+        });
+        let r = resolve(&s, &replicate, &mut ClaimedRoom::default(), |_| 1);
+        assert!(
+            matches!(
+                r,
+                Resolution::Short {
+                    hardware: HardwareKind::Cpu,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+        // A cluster of GPU workers only runs CPU variants on them.
+        let mut b = Snapshot::builder();
+        b.add_variant("t", variant("v0", 1)).unwrap();
+        b.add_worker(gpu.clone()).unwrap();
+        gpu.id = "g1".into();
+        b.add_worker(gpu).unwrap();
+        let mut s = b.build();
+        s.add_instance(twin).unwrap();
+        let j = run(resolve(&s, &replicate, &mut ClaimedRoom::default(), |_| 1));
+        assert_eq!(j.steps, [load("g1", "v0")]);
     }
 
     #[test]

@@ -57,6 +57,13 @@ pub(super) fn cpu_worker(id: &str, cores: usize) -> WorkerEntry {
     }
 }
 
+/// `n` CPU workers `w0`, `w1`, ... of `cores` each (a worker runs one instance of a variant).
+fn cpu_workers(n: usize, cores: usize) -> Vec<WorkerEntry> {
+    (0..n)
+        .map(|w| cpu_worker(&format!("w{w}"), cores))
+        .collect()
+}
+
 fn run(instance: usize, variant: usize, worker: usize, age_ms: f64) -> Running {
     Running {
         instance,
@@ -108,7 +115,7 @@ fn greedy_replicates_the_running_variant_when_cheapest() {
     let mut b = var("b", HardwareKind::Cpu, 4, 200.0);
     b.load_ms = 5000.0;
     let variants = [var("a", HardwareKind::Cpu, 1, 100.0), b];
-    let workers = [cpu_worker("w0", 8)];
+    let workers = cpu_workers(2, 8);
     let i = input(
         &variants,
         &workers,
@@ -116,11 +123,12 @@ fn greedy_replicates_the_running_variant_when_cheapest() {
         vec![family(&[0, 1], 150.0)],
     );
     let plan = greedy(&i).unwrap();
+    // On the other worker: w0 runs a already.
     assert_eq!(
         kinds(&plan),
         [ActionKind::Replicate {
             variant: 0,
-            worker: 0
+            worker: 1
         }]
     );
     let a = &plan.actions[0];
@@ -279,7 +287,7 @@ fn new_loads_meet_the_slo_and_the_accuracy() {
     sloppy.accuracy = 0.5;
     let slow = var("slow", HardwareKind::Cpu, 1, 100.0);
     let variants = [fast, sloppy, slow];
-    let workers = [cpu_worker("w0", 16)];
+    let workers = cpu_workers(4, 16);
     let mut fam = family(&[0, 1, 2], 250.0);
     fam.slo_ms = Some(200.0);
     fam.min_accuracy = Some(0.8);
@@ -287,11 +295,11 @@ fn new_loads_meet_the_slo_and_the_accuracy() {
     for plan in [greedy(&i).unwrap(), exact(&i).unwrap()] {
         let k = kinds(&plan);
         assert_eq!(k.len(), 3, "{k:?}");
-        assert!(k.iter().all(|k| *k
-            == ActionKind::Replicate {
-                variant: 2,
-                worker: 0
-            }));
+        assert!(
+            k.iter()
+                .all(|k| matches!(k, ActionKind::Replicate { variant: 2, .. })),
+            "{k:?}"
+        );
     }
 }
 
@@ -306,7 +314,8 @@ fn loads_respect_cores_memory_and_hardware() {
     busy.cores_used = 14;
     let roomy = cpu_worker("roomy", 8);
     let workers = [low_mem, busy, roomy];
-    // 350 rows/s needs 4 instances of big (16 cores): only two fit, on "roomy".
+    // 350 rows/s needs 4 instances of big (16 cores): only one fits, on "roomy" (it has
+    // the cores for two, but a worker runs one instance of a variant).
     let i = input(&variants, &workers, vec![], vec![family(&[0, 1], 350.0)]);
     for plan in [greedy(&i).unwrap(), exact(&i).unwrap()] {
         assert_eq!(
@@ -314,9 +323,9 @@ fn loads_respect_cores_memory_and_hardware() {
             [ActionKind::Replicate {
                 variant: 0,
                 worker: 2
-            }; 2]
+            }]
         );
-        assert!((plan.score.unserved_qps - (350.0 * 1.05 - 200.0)).abs() < 1e-6);
+        assert!((plan.score.unserved_qps - (350.0 * 1.05 - 100.0)).abs() < 1e-6);
     }
 }
 
@@ -735,32 +744,23 @@ fn exact_finds_the_mix_the_greedy_misses() {
         var("b", HardwareKind::Cpu, 3, 200.0),
         var("c", HardwareKind::Cpu, 1, 55.0),
     ];
-    let workers = [cpu_worker("w0", 16)];
+    let workers = cpu_workers(5, 16);
     let i = input(&variants, &workers, vec![], vec![family(&[0, 1], 238.0)]);
     let g = greedy(&i).unwrap();
     let e = exact(&i).unwrap();
-    assert_eq!(
-        kinds(&g),
-        [ActionKind::Replicate {
-            variant: 1,
-            worker: 0
-        }; 5]
-    );
-    let mut k = kinds(&e);
-    k.sort_by_key(|k| format!("{k:?}"));
-    assert_eq!(
-        k,
-        [
-            ActionKind::Replicate {
-                variant: 0,
-                worker: 0
-            },
-            ActionKind::Replicate {
-                variant: 1,
-                worker: 0
-            }
-        ]
-    );
+    let loaded = |plan: &ScalingPlan| {
+        let mut v: Vec<usize> = kinds(plan)
+            .iter()
+            .map(|k| match *k {
+                ActionKind::Replicate { variant, .. } => variant,
+                k => panic!("{k:?}"),
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(loaded(&g), [1; 5]);
+    assert_eq!(loaded(&e), [0, 1]);
     assert_eq!((g.score.unserved_qps, e.score.unserved_qps), (0.0, 0.0));
     assert!((e.score.cost_after_per_s - 4e-5).abs() < 1e-15);
     let gap = gap(&i, &g).unwrap();
@@ -792,19 +792,25 @@ fn exact_places_per_worker() {
 fn exact_falls_back_to_per_worker_placement_when_counts_do_not_pack() {
     // 1090 rows/s on two workers of 6 free cores. Counted over the fleet, two a's and a c
     // (11 cores, all instant to load) are cheapest, but after an a on each worker no 3-core
-    // room is left. Per worker, the best is {a, b} + {a, b, b}: 11 cores, three b loads (10
-    // cores serve at most 1000 rows/s).
+    // room is left. Per worker (one instance of a variant each), the best is {a, b, b2} +
+    // {a, b} or {a, b} + {a, b, b2}: 11 cores, three 1-core loads (10 cores serve at most
+    // 1000 rows/s).
     let mut a = var("a", HardwareKind::Cpu, 4, 400.0);
     a.load_ms = 0.0;
     let mut c = var("c", HardwareKind::Cpu, 3, 290.0);
     c.load_ms = 0.0;
-    let variants = [a, var("b", HardwareKind::Cpu, 1, 100.0), c];
-    let workers = [cpu_worker("w0", 6), cpu_worker("w1", 6)];
+    let variants = [
+        a,
+        var("b", HardwareKind::Cpu, 1, 100.0),
+        c,
+        var("b2", HardwareKind::Cpu, 1, 100.0),
+    ];
+    let workers = cpu_workers(2, 6);
     let i = input(
         &variants,
         &workers,
         vec![],
-        vec![family(&[0, 1, 2], 1090.0 / 1.05)],
+        vec![family(&[0, 1, 2, 3], 1090.0 / 1.05)],
     );
     let p = Prepared::new(&i).unwrap();
     for only in [Some(0), None] {
@@ -815,7 +821,7 @@ fn exact_falls_back_to_per_worker_placement_when_counts_do_not_pack() {
     let plan = exact(&i).unwrap();
     assert_eq!(plan.score.unserved_qps, 0.0);
     let mut cores = [0usize; 2];
-    let mut count = [0usize; 3];
+    let mut count = [0usize; 4];
     for a in &plan.actions {
         let ActionKind::Replicate { variant, worker } = a.kind else {
             panic!("{a:?}");
@@ -824,7 +830,11 @@ fn exact_falls_back_to_per_worker_placement_when_counts_do_not_pack() {
         count[variant] += 1;
     }
     assert!(cores[0] <= 6 && cores[1] <= 6, "{cores:?}");
-    assert_eq!(count, [2, 3, 0]);
+    assert_eq!(
+        (count[0], count[1] + count[3], count[2]),
+        (2, 3, 0),
+        "{count:?}"
+    );
     assert!((plan.score.objective - (8.0 + 3.0 * 1.1) * 1e-5).abs() < 1e-12);
 }
 
@@ -906,8 +916,11 @@ fn random_case(
             min_accuracy: None,
         });
     }
-    let mut workers: Vec<WorkerEntry> = (0..3).map(|w| cpu_worker(&format!("w{w}"), 64)).collect();
-    workers[0].hardware.push(HardwareKind::Gpu);
+    // Roomy: a worker runs one instance of a variant, so as many workers as any plan needs.
+    let mut workers = cpu_workers(24, 16);
+    for w in &mut workers[..8] {
+        w.hardware.push(HardwareKind::Gpu);
+    }
     (variants, workers, running, fams)
 }
 
@@ -917,25 +930,26 @@ fn random_case(
 #[test]
 fn the_per_worker_model_loads_on_permanent_workers_first() {
     let variants = [var("a", HardwareKind::Cpu, 1, 100.0)];
-    let on = |permanent_cores: usize| {
+    let on = |permanent: usize| {
         // The started worker first in the index, where equal columns would otherwise land.
-        let workers = [
-            cpu_worker("started", 8),
-            cpu_worker("kept", permanent_cores),
-        ];
+        let mut workers = vec![cpu_worker("started", 8)];
+        workers.extend(cpu_workers(permanent, 8));
+        let mut releasable = vec![false; workers.len()];
+        releasable[0] = true;
         let i = input(&variants, &workers, Vec::new(), vec![family(&[0], 250.0)])
-            .with_releasable(vec![true, false]);
+            .with_releasable(releasable);
         let p = Prepared::new(&i).unwrap();
         let c = ilp::solve(&p, Level::Worker, None, Solver::DEFAULT).unwrap();
+        // [on the started worker, on permanent ones]
         let mut per_worker = [0; 2];
         for &(j, w, n) in &c.loads {
             assert_eq!(j, 0);
-            per_worker[w.unwrap()] += n;
+            per_worker[usize::from(w.unwrap() > 0)] += n;
         }
         per_worker
     };
-    // 250 rows/s with slack at 100 rows/s an instance: three instances.
-    assert_eq!(on(8), [0, 3]);
+    // 250 rows/s with slack at 100 rows/s an instance: three instances, one per worker.
+    assert_eq!(on(3), [0, 3]);
     assert_eq!(on(2), [1, 2]);
 }
 
@@ -1072,6 +1086,7 @@ fn a_variant_counts_only_the_batches_its_slo_leaves_room_for() {
     let mut b = Snapshot::builder();
     let a = b.add_variant("acme", v).unwrap();
     let w = b.add_worker(cpu_worker("w0", 8)).unwrap();
+    b.add_worker(cpu_worker("w1", 8)).unwrap();
     b.add_instance(InstanceEntry {
         id: "i0".to_owned(),
         variant: a,
@@ -1218,7 +1233,7 @@ fn the_queueing_headroom_is_kept_over_the_rate_now_not_the_held_peak() {
         throughput_per_s: 50.0,
     }];
     let variants = [cnn];
-    let workers = [cpu_worker("w0", 16)];
+    let workers = cpu_workers(16, 2);
     let replicas = |rate: f64| {
         let mut fam = family(&[0], 200.0);
         fam.slo_ms = Some(30.0);
@@ -1282,7 +1297,7 @@ fn a_replica_is_priced_with_the_headroom_it_brings() {
         var("fast", HardwareKind::Cpu, 2, 500.0),
         var("slow", HardwareKind::Cpu, 1, 40.0),
     ];
-    let workers = [cpu_worker("w0", 32)];
+    let workers = cpu_workers(2, 32);
     let mut fam = family(&[0, 1], 490.0);
     fam.slo_ms = Some(60.0);
     let plan = greedy(&input(
@@ -1296,7 +1311,7 @@ fn a_replica_is_priced_with_the_headroom_it_brings() {
         kinds(&plan),
         [ActionKind::Replicate {
             variant: 0,
-            worker: 0
+            worker: 1
         }]
     );
 }
@@ -1378,4 +1393,33 @@ fn a_family_grows_on_variants_that_leave_room_to_queue() {
         "{:?}",
         kinds(&plan_on(3))
     );
+}
+
+/// A worker runs one instance of a variant: a family whose cheapest variant runs on every
+/// worker that can host it grows on its next variant too (most often the same weights at
+/// another max batch), and no plan puts two instances of a variant on one worker.
+#[test]
+fn a_family_grows_on_its_next_variant_where_the_cheapest_runs_on_every_worker() {
+    let variants = [
+        var("b4", HardwareKind::Cpu, 1, 100.0),
+        var("b8", HardwareKind::Cpu, 1, 90.0),
+    ];
+    let workers = cpu_workers(2, 8);
+    // 350 rows/s with slack: 367.5. Two b4 (one per worker) serve 200, two b8 the rest.
+    let i = input(&variants, &workers, vec![], vec![family(&[0, 1], 350.0)]);
+    for (name, plan) in [
+        ("greedy", greedy(&i).unwrap()),
+        ("exact", exact(&i).unwrap()),
+    ] {
+        assert_eq!(plan.score.unserved_qps, 0.0, "{name}: {:?}", kinds(&plan));
+        let mut placed: Vec<(usize, usize)> = kinds(&plan)
+            .iter()
+            .map(|k| match *k {
+                ActionKind::Replicate { variant, worker } => (variant, worker),
+                k => panic!("{name}: {k:?}"),
+            })
+            .collect();
+        placed.sort_unstable();
+        assert_eq!(placed, [(0, 0), (0, 1), (1, 0), (1, 1)], "{name}");
+    }
 }
