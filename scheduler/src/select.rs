@@ -192,8 +192,19 @@ impl Pick {
     }
 
     fn at(s: &Snapshot, q: &Query, instance: usize, variant: usize, idle_ms: f64) -> Pick {
+        Pick::queued(s, q, instance, variant, idle_ms, s.queued(instance))
+    }
+
+    /// [`Pick::at`] for an instance with `queued` rows queued ([`Snapshot::queued`]).
+    fn queued(
+        s: &Snapshot,
+        q: &Query,
+        instance: usize,
+        variant: usize,
+        idle_ms: f64,
+        queued: usize,
+    ) -> Pick {
         let v = &s.variants()[variant];
-        let queued = s.queued(instance);
         let predicted_ms = v.predicted_ms(queued, q.rows.max(1));
         Pick {
             instance,
@@ -287,7 +298,7 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
     let mut active: Option<Pick> = None;
     for &vi in list {
         // Most variants of an application have no instance: they matter to rules 2-4 only.
-        let Some(ii) = s.shortest_active(vi) else {
+        let Some((ii, queued)) = s.shortest_active_queued(vi) else {
             continue;
         };
         let v = &variants[vi];
@@ -298,7 +309,7 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         if !eligible_at(v, q, prices, rows, idle_ms) {
             continue;
         }
-        let pick = Pick::at(s, q, ii, vi, idle_ms);
+        let pick = Pick::queued(s, q, ii, vi, idle_ms, queued);
         if pick.fits {
             keep_best(&mut active, pick, |a, b| a.beats(b, rank));
         }

@@ -708,19 +708,34 @@ impl Snapshot {
     /// Without attached in-flight counters it reads one compact array of reported queues.
     #[inline]
     pub fn shortest_active(&self, variant: usize) -> Option<usize> {
+        self.shortest_active_queued(variant)
+            .map(|(instance, _)| instance)
+    }
+
+    /// [`Self::shortest_active`] with the rows it has queued ([`Self::queued`]).
+    #[inline]
+    pub fn shortest_active_queued(&self, variant: usize) -> Option<(usize, usize)> {
         if self.active.get(variant).is_none_or(|&n| n == 0) {
             return None;
         }
         let live = self.by_variant.get(variant)?;
         let ranks = self.ranks.get(variant)?;
         if self.attached == 0 {
+            // Without in-flight counters an Active instance's rank is its reported queue.
             let (mut least, mut at) = (NOT_ACTIVE, 0);
             for (k, &rank) in ranks.iter().enumerate() {
                 if rank < least {
                     (least, at) = (rank, k);
                 }
             }
-            return (least != NOT_ACTIVE).then(|| live[at]);
+            return (least != NOT_ACTIVE).then(|| {
+                let queued = if least == NOT_ACTIVE - 1 {
+                    self.queued(live[at])
+                } else {
+                    least as usize
+                };
+                (live[at], queued)
+            });
         }
         let mut best: Option<(usize, usize)> = None;
         for (&instance, &rank) in live.iter().zip(ranks) {
@@ -732,7 +747,7 @@ impl Snapshot {
                 best = Some((queued, instance));
             }
         }
-        best.map(|(_, instance)| instance)
+        best.map(|(queued, instance)| (instance, queued))
     }
 
     /// Keeps an instance's rank in step with its state and reported queue.
