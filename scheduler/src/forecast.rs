@@ -178,6 +178,9 @@ pub struct Forecaster {
     /// The moving average's window or the season's components (Holt-Winters: the first
     /// season's rates until it is complete).
     ring: Vec<f64>,
+    /// Where the next observation goes in `ring` (observations so far modulo its length),
+    /// kept so that an update divides nothing.
+    slot: usize,
     /// Sum of the moving average's window.
     sum: f64,
 }
@@ -198,6 +201,7 @@ impl Forecaster {
             level: 0.0,
             trend: 0.0,
             ring,
+            slot: 0,
             sum: 0.0,
         })
     }
@@ -223,7 +227,7 @@ impl Forecaster {
         match self.model {
             ForecastModel::LastValue => {}
             ForecastModel::MovingAverage { window } => {
-                let slot = (t % window as u64) as usize;
+                let slot = self.slot;
                 self.sum += x - self.ring[slot];
                 self.ring[slot] = x;
                 // Re-add the window now and then so rounding cannot drift.
@@ -257,7 +261,7 @@ impl Forecaster {
                 gamma,
                 season,
             } => {
-                let slot = (t % season as u64) as usize;
+                let slot = self.slot;
                 if t < season as u64 {
                     // The first season: kept as it is, then turned into the initial state.
                     self.ring[slot] = x;
@@ -281,6 +285,12 @@ impl Forecaster {
         }
         self.last = x;
         self.seen += 1;
+        if !self.ring.is_empty() {
+            self.slot += 1;
+            if self.slot == self.ring.len() {
+                self.slot = 0;
+            }
+        }
     }
 
     /// The rate predicted `h` intervals after the last one fed (`h` 0 counts as 1). O(1).
@@ -301,7 +311,11 @@ impl Forecaster {
                     // Not a whole season yet: the mean so far.
                     self.sum / self.seen as f64
                 } else {
-                    let slot = ((self.seen - 1 + h as u64) % season as u64) as usize;
+                    // `self.slot` is `seen % season`: the slot of the last observation + h.
+                    let mut slot = self.slot + season - 1 + h % season;
+                    while slot >= season {
+                        slot -= season;
+                    }
                     self.level + h as f64 * self.trend + self.ring[slot]
                 }
             }
@@ -385,6 +399,21 @@ pub fn forecast_errors_from(
     horizon: usize,
     start: usize,
 ) -> Result<ErrorReport, ForecastError> {
+    errors_within(series, model, horizon, start, f64::INFINITY)
+        .map(|e| e.map_or_else(ErrorReport::default, |(report, _)| report))
+}
+
+/// [`forecast_errors_from`], given up (`Ok(None)`) as soon as the sum of the absolute
+/// percentage errors exceeds `ape_bound`: a search comparing models by MAPE over the same
+/// values (the same count) stops a model once it cannot beat the best so far. With the
+/// report, that sum.
+fn errors_within(
+    series: &[f64],
+    model: ForecastModel,
+    horizon: usize,
+    start: usize,
+    ape_bound: f64,
+) -> Result<Option<(ErrorReport, f64)>, ForecastError> {
     if horizon == 0 {
         return Err(ForecastError::ZeroHorizon);
     }
@@ -395,8 +424,8 @@ pub fn forecast_errors_from(
     let first = start.max(model.warmup() + horizon - 1);
     let (mut n, mut n_pct) = (0usize, 0usize);
     let (mut ape, mut sape, mut se, mut ae) = (0.0, 0.0, 0.0, 0.0);
+    let mut slot = 0; // t % horizon
     for (t, &x) in series.iter().enumerate() {
-        let slot = t % horizon;
         let p = pending[slot];
         if t >= first && p.is_finite() {
             let e = (p - x).abs();
@@ -406,6 +435,9 @@ pub fn forecast_errors_from(
             if x > 0.0 {
                 n_pct += 1;
                 ape += e / x;
+                if ape > ape_bound {
+                    return Ok(None);
+                }
             }
             if p + x > 0.0 {
                 sape += 2.0 * e / (p + x);
@@ -413,6 +445,10 @@ pub fn forecast_errors_from(
         }
         f.update(x);
         pending[slot] = f.predict(horizon);
+        slot += 1;
+        if slot == horizon {
+            slot = 0;
+        }
     }
     if n == 0 {
         return Err(ForecastError::TooShort {
@@ -420,13 +456,14 @@ pub fn forecast_errors_from(
             need: first + 1,
         });
     }
-    Ok(ErrorReport {
+    let report = ErrorReport {
         n,
         mape: if n_pct > 0 { ape / n_pct as f64 } else { 0.0 },
         smape: sape / n as f64,
         rmse: (se / n as f64).sqrt(),
         mae: ae / n as f64,
-    })
+    };
+    Ok(Some((report, ape)))
 }
 
 /// The periods (in intervals) whose autocorrelation of the series' first differences is
@@ -547,15 +584,19 @@ pub fn pick_best_split(
     // no later than the last quarter of the prefix.
     let longest = models.iter().map(|m| m.warmup()).max().unwrap_or(1);
     let start = (longest + horizon - 1).min(split - split / 4);
-    let mut best: Option<(ForecastModel, ErrorReport)> = None;
+    // Every candidate's MAPE divides by the same count, so one whose sum of percentage
+    // errors passes the best's sum cannot win (ties keep the earlier): it is stopped there.
+    let mut best: Option<(ForecastModel, ErrorReport, f64)> = None;
     for m in models {
-        let Ok(e) = forecast_errors_from(prefix, m, horizon, start) else {
+        let bound = best.map_or(f64::INFINITY, |(_, _, ape)| ape);
+        let Ok(Some((e, ape))) = errors_within(prefix, m, horizon, start, bound) else {
             continue;
         };
-        if best.is_none_or(|(_, b)| e.mape < b.mape) {
-            best = Some((m, e));
+        if best.is_none_or(|(_, b, _)| e.mape < b.mape) {
+            best = Some((m, e, ape));
         }
     }
+    let best = best.map(|(m, e, _)| (m, e));
     let (model, fit) = best.ok_or(ForecastError::TooShort {
         len: series.len(),
         need: 2 * MIN_FIT,

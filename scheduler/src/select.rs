@@ -47,7 +47,7 @@ use std::fmt::Write;
 use crate::instance_state::InstanceState;
 use crate::snapshot::{
     has_cpu_only_worker, keeps_gpu_host, variant_cost_per_query, Prices, Snapshot, VariantEntry,
-    WorkerEntry,
+    VariantHot, WorkerEntry,
 };
 use infaas_core::HardwareKind;
 
@@ -235,15 +235,10 @@ fn fits_slo(latency_ms: f64, slo: Option<f64>) -> bool {
 
 /// Whether `v` meets the query's accuracy, cost and (idle) latency requirements.
 fn eligible(v: &VariantEntry, q: &Query, prices: &Prices, rows: usize) -> bool {
-    eligible_at(v, q, prices, rows, v.latency_ms(rows))
-}
-
-/// [`eligible`], given the variant's idle latency for the query's rows.
-fn eligible_at(v: &VariantEntry, q: &Query, prices: &Prices, rows: usize, idle_ms: f64) -> bool {
     q.min_accuracy.is_none_or(|min| v.accuracy >= min)
         && q.max_cost
             .is_none_or(|max| query_cost(v, prices, rows) <= max)
-        && fits_slo(idle_ms, q.latency_slo_ms)
+        && fits_slo(v.latency_ms(rows), q.latency_slo_ms)
 }
 
 /// How far `v` is from the query's requirements: the sum of its relative shortfalls,
@@ -280,13 +275,14 @@ pub fn select(s: &Snapshot, q: &Query, prices: &Prices) -> Decision {
 /// [`select`], with the decision's reason written only when `explain` (a caller that drops
 /// it, such as the simulator, saves formatting it for every query). The decision is the same.
 pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> Decision {
-    let list = match q.target {
-        Target::App(app) => s.app_variants(q.tenant, app),
-        Target::Model(model) => s.model_variants(q.tenant, model),
+    let lists = match q.target {
+        Target::App(app) => s.app_list(q.tenant, app),
+        Target::Model(model) => s.model_list(q.tenant, model),
     };
-    if list.is_empty() {
+    let Some(lists) = lists.filter(|l| !l.all().is_empty()) else {
         return Decision::NotFound;
-    }
+    };
+    let list = lists.all();
     let rows = q.rows.max(1);
     let rank = Rank::of(q);
     let (variants, instances) = (s.variants(), s.instances());
@@ -295,21 +291,55 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
     // (the first of equals). A variant's predicted latency never falls as its queue grows (the
     // snapshot keeps profiles non-decreasing in batch), so no other Active instance of it ranks
     // higher, and when that one misses the SLO they all do.
+    let hot = s.hot();
     let mut active: Option<Pick> = None;
-    for &vi in list {
-        // Most variants of an application have no instance: they matter to rules 2-4 only.
+    // Most variants of an application have no Active instance: they matter to rules 2-4 only.
+    for &vi in lists.live() {
+        // What every query reads comes from the compact `hot` array; the variant's entry
+        // only for a query of several rows, a cost ceiling or a queue to predict.
+        let VariantHot {
+            accuracy,
+            one_row_ms,
+            ..
+        } = hot[vi];
+        if q.min_accuracy.is_some_and(|min| accuracy < min) {
+            break; // `list` is sorted by accuracy, descending
+        }
+        let idle_ms = if rows == 1 {
+            one_row_ms
+        } else {
+            variants[vi].latency_ms(rows)
+        };
+        if !fits_slo(idle_ms, q.latency_slo_ms)
+            || q.max_cost
+                .is_some_and(|max| query_cost(&variants[vi], prices, rows) > max)
+        {
+            continue;
+        }
+        // Ranked by wait or latency, an idle instance already found (no wait) is beaten only
+        // by a variant that runs faster idle: any queue adds a wait, and equals keep the first.
+        if rank != Rank::MostAccurate
+            && active.is_some_and(|b| b.load == 0.0 && idle_ms >= b.predicted_ms)
+        {
+            continue;
+        }
         let Some((ii, queued)) = s.shortest_active_queued(vi) else {
             continue;
         };
-        let v = &variants[vi];
-        if q.min_accuracy.is_some_and(|min| v.accuracy < min) {
-            break; // `list` is sorted by accuracy, descending
-        }
-        let idle_ms = v.latency_ms(rows);
-        if !eligible_at(v, q, prices, rows, idle_ms) {
-            continue;
-        }
-        let pick = Pick::queued(s, q, ii, vi, idle_ms, queued);
+        let pick = if rows == 1 {
+            let predicted_ms = s.predicted_one_row_ms(vi, queued);
+            Pick {
+                instance: ii,
+                variant: vi,
+                predicted_ms,
+                load: (predicted_ms - idle_ms).max(0.0),
+                accuracy,
+                fits: fits_slo(predicted_ms, q.latency_slo_ms),
+                queued,
+            }
+        } else {
+            Pick::queued(s, q, ii, vi, idle_ms, queued)
+        };
         if pick.fits {
             keep_best(&mut active, pick, |a, b| a.beats(b, rank));
         }

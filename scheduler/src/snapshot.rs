@@ -438,16 +438,44 @@ pub enum SnapshotError {
 /// than SipHash.
 type NameMap<V> = foldhash::HashMap<String, V>;
 
+/// A tenant's lists of variants per application and per model, as indices into
+/// `Snapshot::lists`.
 #[derive(Debug, Clone, Default)]
 struct TenantIndex {
-    apps: NameMap<Vec<usize>>,
-    models: NameMap<Vec<usize>>,
+    apps: NameMap<usize>,
+    models: NameMap<usize>,
+}
+
+/// A tenant's variants of one application or of one model, most accurate first (then fastest
+/// at batch 1).
+#[derive(Debug, Clone, Default)]
+pub struct VariantList {
+    all: Vec<usize>,
+    live: Vec<usize>,
+}
+
+impl VariantList {
+    /// Every variant.
+    pub fn all(&self) -> &[usize] {
+        &self.all
+    }
+
+    /// The variants with an Active instance, in the same order: what selection's rule 1
+    /// looks at, kept as instances change state rather than found by every query.
+    pub fn live(&self) -> &[usize] {
+        &self.live
+    }
 }
 
 /// See the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     variants: Vec<VariantEntry>,
+    /// Parallel to `variants`: what selection reads of every variant a query could use.
+    hot: Vec<VariantHot>,
+    /// Each tabulated variant's profiled p99 at every batch up to its max batch
+    /// ([`VariantEntry::latency_at`], scaled), where [`VariantHot`] points.
+    join_p99: Vec<f64>,
     workers: Vec<WorkerEntry>,
     instances: Vec<InstanceEntry>,
     /// Live in-flight counters, parallel to `instances` (`None` until one is attached).
@@ -461,6 +489,10 @@ pub struct Snapshot {
     worker_ids: HashMap<String, usize>,
     instance_ids: HashMap<String, usize>,
     tenants: NameMap<TenantIndex>,
+    lists: Vec<VariantList>,
+    /// Per variant: its application's list and its model's list in `lists`, each with the
+    /// variant's position in that list's `all`.
+    member: Vec<[(usize, usize); 2]>,
     by_variant: Vec<Vec<usize>>,
     /// Parallel to `by_variant`: each instance's rank for [`Snapshot::shortest_active`], its
     /// reported queue when Active ([`NOT_ACTIVE`] otherwise), so that finding a variant's
@@ -475,6 +507,26 @@ pub struct Snapshot {
     /// Live workers per hardware kind, indexed by [`hw_slot`].
     by_hardware: [Vec<usize>; 2],
 }
+
+/// What selection's rule 1 reads of a variant for every query, in one compact array parallel
+/// to [`Snapshot::variants`] ([`Snapshot::hot`]): a [`VariantEntry`] is large and its profile
+/// sits behind a pointer, and a query looks at every variant of its application that has an
+/// Active instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VariantHot {
+    /// [`VariantEntry::accuracy`].
+    pub accuracy: f64,
+    /// [`VariantEntry::latency_ms`] of a one-row query.
+    pub one_row_ms: f64,
+    max_batch: u32,
+    /// Where the variant's p99 per batch 1..=`max_batch` starts in `Snapshot::join_p99`
+    /// ([`NOT_TABULATED`] for a max batch above [`TABULATED_BATCH`]).
+    table: u32,
+}
+
+/// Largest max batch whose p99 per batch [`Snapshot::predicted_one_row_ms`] tabulates.
+const TABULATED_BATCH: usize = 256;
+const NOT_TABULATED: u32 = u32::MAX;
 
 /// Rank of an instance that is not Active (see `Snapshot::ranks`).
 const NOT_ACTIVE: u32 = u32::MAX;
@@ -522,9 +574,37 @@ impl SnapshotBuilder {
         monotone_in_batch(&mut v.latency);
         let idx = s.variants.len();
         let t = s.tenants.entry(tenant.to_owned()).or_default();
-        t.apps.entry(v.app.clone()).or_default().push(idx);
-        t.models.entry(v.model.clone()).or_default().push(idx);
+        let mut member = [(0, 0); 2];
+        for (k, list) in [t.apps.entry(v.app.clone()), t.models.entry(v.model.clone())]
+            .into_iter()
+            .enumerate()
+        {
+            let id = *list.or_insert_with(|| {
+                s.lists.push(VariantList::default());
+                s.lists.len() - 1
+            });
+            member[k] = (id, s.lists[id].all.len());
+            s.lists[id].all.push(idx);
+        }
+        s.member.push(member);
         s.variant_ids.insert(v.id.clone(), idx);
+        let max_batch = v.max_batch.max(1);
+        let table = if max_batch <= TABULATED_BATCH {
+            let at = u32::try_from(s.join_p99.len()).unwrap_or(NOT_TABULATED);
+            s.join_p99.extend((1..=max_batch).map(|b| {
+                v.latency_at(b)
+                    .map_or(f64::INFINITY, |(point, scale)| point.p99_ms * scale)
+            }));
+            at
+        } else {
+            NOT_TABULATED
+        };
+        s.hot.push(VariantHot {
+            accuracy: v.accuracy,
+            one_row_ms: v.latency_ms(1),
+            max_batch: u32::try_from(max_batch).unwrap_or(u32::MAX),
+            table,
+        });
         s.variants.push(v);
         s.by_variant.push(Vec::new());
         s.ranks.push(Vec::new());
@@ -552,10 +632,21 @@ impl SnapshotBuilder {
                 .then(va.latency_ms(1).total_cmp(&vb.latency_ms(1)))
                 .then(a.cmp(b))
         };
-        for t in s.tenants.values_mut() {
-            for list in t.apps.values_mut().chain(t.models.values_mut()) {
-                list.sort_by(order);
+        for list in &mut s.lists {
+            list.all.sort_by(order);
+        }
+        // Positions in the sorted lists, and the live lists from the instances added so far.
+        for (id, list) in s.lists.iter_mut().enumerate() {
+            for (pos, &v) in list.all.iter().enumerate() {
+                let k = usize::from(s.member[v][0].0 != id);
+                s.member[v][k].1 = pos;
             }
+            list.live = list
+                .all
+                .iter()
+                .copied()
+                .filter(|&v| s.active[v] > 0)
+                .collect();
         }
         self.snapshot
     }
@@ -604,6 +695,38 @@ impl Snapshot {
 
     pub fn variants(&self) -> &[VariantEntry] {
         &self.variants
+    }
+
+    /// Parallel to [`Self::variants`]: the figures selection reads for every query.
+    #[inline]
+    pub fn hot(&self) -> &[VariantHot] {
+        &self.hot
+    }
+
+    /// [`VariantEntry::predicted_ms`] of a one-row query joining `queued` rows at an instance
+    /// of `variant`, the same figure read from the compact tables.
+    #[inline]
+    pub fn predicted_one_row_ms(&self, variant: usize, queued: usize) -> f64 {
+        let h = &self.hot[variant];
+        if queued == 0 {
+            return h.one_row_ms;
+        }
+        let max_batch = h.max_batch as usize;
+        let Some(&p99) = (h.table != NOT_TABULATED)
+            .then(|| {
+                self.join_p99
+                    .get(h.table as usize + (queued + 1).min(max_batch) - 1)
+            })
+            .flatten()
+        else {
+            return self.variants[variant].predicted_ms(queued, 1);
+        };
+        let ahead = if queued <= max_batch {
+            1
+        } else {
+            queued.div_ceil(max_batch)
+        };
+        p99 * (1 + ahead) as f64
     }
 
     pub fn workers(&self) -> &[WorkerEntry] {
@@ -761,8 +884,34 @@ impl Snapshot {
             let was = *rank != NOT_ACTIVE;
             *rank = rank_of(i);
             let is = *rank != NOT_ACTIVE;
-            let n = &mut self.active[i.variant];
-            *n = *n + u32::from(is) - u32::from(was);
+            self.count_active(i.variant, was, is);
+        }
+    }
+
+    /// Counts a change of one instance of `variant` from Active (`was`) or not to Active
+    /// (`is`) or not; a variant that gains its first Active instance joins its lists' `live`,
+    /// one that loses its last leaves them.
+    fn count_active(&mut self, variant: usize, was: bool, is: bool) {
+        if was == is {
+            return;
+        }
+        let n = &mut self.active[variant];
+        let before = *n > 0;
+        *n = *n + u32::from(is) - u32::from(was);
+        let live = *n > 0;
+        if live == before {
+            return;
+        }
+        for k in 0..2 {
+            let (id, pos) = self.member[variant][k];
+            let member = &self.member;
+            let list = &mut self.lists[id].live;
+            let at = list.partition_point(|&x| member[x][k].1 < pos);
+            if live {
+                list.insert(at, variant);
+            } else if list.get(at) == Some(&variant) {
+                list.remove(at);
+            }
         }
     }
 
@@ -783,18 +932,24 @@ impl Snapshot {
     /// `tenant`'s variants of application `app`, most accurate first (then fastest at batch 1);
     /// empty when there are none.
     pub fn app_variants(&self, tenant: &str, app: &str) -> &[usize] {
-        self.tenants
-            .get(tenant)
-            .and_then(|t| t.apps.get(app))
-            .map_or(&[], Vec::as_slice)
+        self.app_list(tenant, app).map_or(&[], VariantList::all)
     }
 
     /// `tenant`'s variants of model `model`, in the same order as [`Snapshot::app_variants`].
     pub fn model_variants(&self, tenant: &str, model: &str) -> &[usize] {
-        self.tenants
-            .get(tenant)
-            .and_then(|t| t.models.get(model))
-            .map_or(&[], Vec::as_slice)
+        self.model_list(tenant, model).map_or(&[], VariantList::all)
+    }
+
+    /// [`Self::app_variants`], with those that have an Active instance.
+    pub fn app_list(&self, tenant: &str, app: &str) -> Option<&VariantList> {
+        let id = *self.tenants.get(tenant)?.apps.get(app)?;
+        self.lists.get(id)
+    }
+
+    /// [`Self::model_variants`], with those that have an Active instance.
+    pub fn model_list(&self, tenant: &str, model: &str) -> Option<&VariantList> {
+        let id = *self.tenants.get(tenant)?.models.get(model)?;
+        self.lists.get(id)
     }
 
     /// Instances of variant `variant` on live workers.
@@ -866,7 +1021,7 @@ impl Snapshot {
         self.slot.push(self.by_variant[i.variant].len());
         self.by_variant[i.variant].push(idx);
         self.ranks[i.variant].push(rank_of(&i));
-        self.active[i.variant] += u32::from(i.state == InstanceState::Active);
+        self.count_active(i.variant, false, i.state == InstanceState::Active);
         self.by_worker[i.worker].push(idx);
         self.instance_ids.insert(i.id.clone(), idx);
         self.instances.push(i);
@@ -1014,7 +1169,7 @@ impl Snapshot {
         if let Some(k) = self.by_variant[variant].iter().position(|&x| x == instance) {
             self.by_variant[variant].remove(k);
             if self.ranks[variant].remove(k) != NOT_ACTIVE {
-                self.active[variant] -= 1;
+                self.count_active(variant, true, false);
             }
             self.slot[instance] = usize::MAX;
             for &later in &self.by_variant[variant][k..] {
@@ -1156,6 +1311,92 @@ pub(crate) mod tests {
         assert_eq!(v.predicted_ms(16, 1), 12.0);
         // 20 rows: three batches of its own at p99(8).
         assert_eq!(v.predicted_ms(0, 20), 12.0);
+    }
+
+    #[test]
+    fn the_compact_one_row_prediction_equals_the_profile_s() {
+        let mut b = Snapshot::builder();
+        let mut wide = variant("w", "m", 0.9, 1.5);
+        wide.max_batch = 32; // past the largest profiled batch: extrapolated
+        let mut huge = variant("h", "m", 0.8, 1.0);
+        huge.max_batch = TABULATED_BATCH + 1; // not tabulated: read from the entry
+        let ids = [
+            b.add_variant("t", variant("v", "m", 0.9, 1.0)).unwrap(),
+            b.add_variant("t", wide).unwrap(),
+            b.add_variant("t", huge).unwrap(),
+        ];
+        let s = b.build();
+        for v in ids {
+            for queued in 0..600 {
+                assert_eq!(
+                    s.predicted_one_row_ms(v, queued),
+                    s.variants()[v].predicted_ms(queued, 1),
+                    "variant {v}, {queued} queued"
+                );
+            }
+            assert_eq!(s.hot()[v].accuracy, s.variants()[v].accuracy);
+        }
+    }
+
+    /// The live list as rule 1 needs it: the variants with an Active instance, in list order.
+    fn expected_live(s: &Snapshot, list: &[usize]) -> Vec<usize> {
+        list.iter()
+            .copied()
+            .filter(|&v| s.shortest_active(v).is_some())
+            .collect()
+    }
+
+    #[test]
+    fn live_lists_follow_instances_through_state_changes_removals_and_dead_workers() {
+        let mut b = Snapshot::builder();
+        let v: Vec<usize> = (0..5)
+            .map(|k| {
+                let model = if k % 2 == 0 { "even" } else { "odd" };
+                b.add_variant(
+                    "t",
+                    variant(&format!("v{k}"), model, 0.5 + 0.1 * k as f64, 1.0),
+                )
+                .unwrap()
+            })
+            .collect();
+        let w0 = b
+            .add_worker(worker("w0", &[HardwareKind::Cpu], 0.0))
+            .unwrap();
+        let w1 = b
+            .add_worker(worker("w1", &[HardwareKind::Cpu], 0.0))
+            .unwrap();
+        // Added before the lists are sorted.
+        b.add_instance(instance("a", v[1], w0)).unwrap();
+        let mut s = b.build();
+        let check = |s: &Snapshot| {
+            for list in [
+                s.app_list("t", "app").unwrap(),
+                s.model_list("t", "even").unwrap(),
+                s.model_list("t", "odd").unwrap(),
+            ] {
+                assert_eq!(list.live(), expected_live(s, list.all()));
+            }
+        };
+        check(&s);
+        assert_eq!(s.app_list("t", "app").unwrap().live(), [v[1]]);
+        let b2 = s.add_instance(instance("b", v[3], w1)).unwrap();
+        let c = s.add_instance(instance("c", v[1], w1)).unwrap();
+        let d = s.add_instance(instance("d", v[4], w0)).unwrap();
+        check(&s);
+        // Most accurate first.
+        assert_eq!(s.app_list("t", "app").unwrap().live(), [v[4], v[3], v[1]]);
+        s.set_instance_state(d, InstanceState::Overloaded).unwrap();
+        check(&s);
+        s.set_instance_state(d, InstanceState::Active).unwrap();
+        s.remove_instance(c).unwrap();
+        check(&s);
+        assert_eq!(s.app_list("t", "app").unwrap().live(), [v[4], v[3], v[1]]);
+        s.remove_worker("w0").unwrap();
+        check(&s);
+        assert_eq!(s.app_list("t", "app").unwrap().live(), [v[3]]);
+        s.set_instance_state(b2, InstanceState::Inactive).unwrap();
+        check(&s);
+        assert!(s.app_list("t", "app").unwrap().live().is_empty());
     }
 
     #[test]

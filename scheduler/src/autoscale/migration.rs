@@ -8,10 +8,9 @@
 //! worker stays where it is; when that holds on every worker of a kind, the VM-Autoscaler adds
 //! one ([`crate::autoscale::workers`]).
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
+use crate::autoscale::by_id::ById;
 use crate::autoscale::problem::Room;
 use crate::autoscale::{Action, ActionKind};
 use crate::instance_state::InstanceState;
@@ -51,9 +50,9 @@ pub fn interfered_periods_after(prev: usize, state: InstanceState, served: bool)
 /// Interfered periods per instance ([`interfered_periods_after`]), by instance id, fed once
 /// per period with every instance's state. An instance that is not in a period's states is
 /// forgotten. Keyed by id, not by snapshot index: instances come and go between periods.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct InterferenceCounter {
-    periods: HashMap<String, usize>,
+    periods: ById<usize>,
 }
 
 impl InterferenceCounter {
@@ -63,15 +62,12 @@ impl InterferenceCounter {
         &mut self,
         states: impl IntoIterator<Item = (&'a str, InstanceState, bool)>,
     ) {
-        let mut next = HashMap::with_capacity(self.periods.len());
         for (id, state, served) in states {
             let prev = self.periods.get(id).copied().unwrap_or(0);
-            next.insert(
-                id.to_string(),
-                interfered_periods_after(prev, state, served),
-            );
+            self.periods
+                .set(id, interfered_periods_after(prev, state, served));
         }
-        self.periods = next;
+        self.periods.end_period();
     }
 
     /// Records one period from the snapshot's instance states and rates.
@@ -110,13 +106,6 @@ pub fn migrations(
             noisy[i.worker] = true;
         }
     }
-    let mut room = Room::new(
-        workers,
-        s.instances()
-            .iter()
-            .filter(|i| i.state != InstanceState::Inactive)
-            .map(|i| (i.variant, i.worker)),
-    );
     // Longest interfered first.
     let mut due: Vec<usize> = (0..s.instances().len())
         .filter(|&i| {
@@ -124,7 +113,17 @@ pub fn migrations(
                 && interfered_periods.get(i).is_some_and(|&p| p >= cfg.periods)
         })
         .collect();
+    if due.is_empty() {
+        return Vec::new();
+    }
     due.sort_by_key(|&i| std::cmp::Reverse(interfered_periods[i]));
+    let mut room = Room::new(
+        workers,
+        s.instances()
+            .iter()
+            .filter(|i| i.state != InstanceState::Inactive)
+            .map(|i| (i.variant, i.worker)),
+    );
     let mut actions = Vec::new();
     for i in due {
         let inst = &s.instances()[i];

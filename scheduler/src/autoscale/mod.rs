@@ -62,6 +62,7 @@
 //! [`WorkerConfig`]; vertical scaling's in [`VerticalConfig`]; migration's in
 //! [`MigrationConfig`].
 
+mod by_id;
 pub mod ilp;
 pub mod load;
 pub mod migration;
@@ -98,7 +99,8 @@ pub use themis::{
     ThemisPhase, ThreadProfile,
 };
 pub use vertical::{
-    peak_at, vertical, vertical_settling, CpuInstance, Settling, Stability, VerticalConfig,
+    peak_at, vertical, vertical_settling, CpuInstance, Settling, SettlingWhy, Stability,
+    VerticalConfig,
 };
 pub use workers::{scale_workers, worker_period, WorkerConfig, WorkerPeriod, WorkerView};
 

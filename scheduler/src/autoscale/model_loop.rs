@@ -23,8 +23,9 @@
 //! for an instance's load time and the scale-in hold in its state). A family that has no live
 //! instance in a period is forgotten, as is an instance that has left the cluster.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use crate::autoscale::by_id::ById;
 use crate::autoscale::{
     hold_periods, model_period, FamilyState, InterferenceCounter, PeriodConfig, PeriodInput,
     PeriodPlan, PlannedLoad, Planner, Stability,
@@ -37,8 +38,9 @@ use crate::snapshot::{Prices, Snapshot};
 pub const FORECAST_HORIZON_MS: f64 = 10_000.0;
 /// Periods of arrivals the forecaster keeps and refits on.
 pub const FORECAST_HISTORY: usize = 600;
-/// Periods between the forecaster's refits.
-pub const FORECAST_REFIT_EVERY: usize = 30;
+/// Time between the forecaster's refits, ms: thirty seconds whatever the period (a refit
+/// searches the candidate models over the kept history, so it is not done every period).
+pub const FORECAST_REFIT_MS: f64 = 30_000.0;
 /// The model a family's forecaster starts with, before its first refit.
 pub const FORECAST_INITIAL: ForecastModel = ForecastModel::Ewma { alpha: 0.5 };
 /// Relative change within which a family's load counts as stable.
@@ -77,6 +79,13 @@ impl LoopConfig {
     /// Periods in the forecast's horizon (at least one).
     pub fn horizon_periods(&self) -> usize {
         (FORECAST_HORIZON_MS / self.period_ms.max(10.0))
+            .round()
+            .max(1.0) as usize
+    }
+
+    /// Periods between the forecaster's refits (at least one).
+    pub fn refit_periods(&self) -> usize {
+        (FORECAST_REFIT_MS / self.period_ms.max(10.0))
             .round()
             .max(1.0) as usize
     }
@@ -197,7 +206,7 @@ pub struct ModelLoop<K> {
     families: BTreeMap<K, FamilySignals>,
     interference: InterferenceCounter,
     /// Per instance id: its state and since when (ms).
-    states: HashMap<String, (InstanceState, f64)>,
+    states: ById<(InstanceState, f64)>,
 }
 
 impl<K: Ord + Clone> ModelLoop<K> {
@@ -206,7 +215,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
             config,
             families: BTreeMap::new(),
             interference: InterferenceCounter::default(),
-            states: HashMap::new(),
+            states: ById::default(),
         }
     }
 
@@ -230,9 +239,10 @@ impl<K: Ord + Clone> ModelLoop<K> {
         } else {
             0.0
         };
-        let (hold, horizon, forecast) = (
+        let (hold, horizon, refit, forecast) = (
             self.config.hold_periods(),
             self.config.horizon_periods(),
+            self.config.refit_periods(),
             self.config.forecast,
         );
         let f = self
@@ -247,7 +257,7 @@ impl<K: Ord + Clone> ModelLoop<K> {
                             FORECAST_INITIAL,
                             horizon,
                             FORECAST_HISTORY.max(4 * horizon),
-                            FORECAST_REFIT_EVERY,
+                            refit,
                         )
                         .ok()
                     })
@@ -286,7 +296,6 @@ impl<K: Ord + Clone> ModelLoop<K> {
 
     /// Records every instance's state at `now_ms` and returns how long each has been in it.
     fn observe_states(&mut self, s: &Snapshot, now_ms: f64) -> Vec<f64> {
-        let mut next = HashMap::with_capacity(s.instances().len());
         let ages = s
             .instances()
             .iter()
@@ -295,11 +304,11 @@ impl<K: Ord + Clone> ModelLoop<K> {
                     Some(&(state, since)) if state == i.state => since,
                     _ => now_ms,
                 };
-                next.insert(i.id.clone(), (i.state, since));
+                self.states.set(&i.id, (i.state, since));
                 (now_ms - since).max(0.0)
             })
             .collect();
-        self.states = next;
+        self.states.end_period();
         ages
     }
 

@@ -173,15 +173,14 @@ fn base_instances(i: &CpuInstance, demand: f64, cfg: &VerticalConfig) -> usize {
 
 impl Settling {
     /// Whether the load of the family of `instances` has settled, and why (for the reasons
-    /// of the actions).
-    pub fn judge(&self, instances: &[CpuInstance], cfg: &VerticalConfig) -> (bool, String) {
+    /// of the actions, written only when a period acts).
+    pub fn judge(&self, instances: &[CpuInstance], cfg: &VerticalConfig) -> (bool, SettlingWhy) {
         match *self {
-            Settling::Periods(p) => (
-                p >= cfg.stable_periods,
-                if p >= cfg.stable_periods {
-                    format!("load stable for {p} periods")
-                } else {
-                    format!("load not stable: {p} < {} periods", cfg.stable_periods)
+            Settling::Periods(periods) => (
+                periods >= cfg.stable_periods,
+                SettlingWhy::Periods {
+                    periods,
+                    needed: cfg.stable_periods,
                 },
             ),
             Settling::Forecast { load_qps, max_qps } => {
@@ -208,19 +207,59 @@ impl Settling {
                     && instances.iter().all(|i| {
                         base_instances(i, i.demand_qps, cfg) == base_instances(i, forecast(i), cfg)
                     });
-                let why = format!(
-                    "forecast max {max_qps:.0} rows/s over the horizon against {load_qps:.0} now: \
-                     {then} base-thread instance(s) against {now}"
-                );
                 (
                     settled,
-                    if settled {
-                        format!("load settled ({why})")
-                    } else {
-                        format!("load not settled ({why})")
+                    SettlingWhy::Forecast {
+                        settled,
+                        load_qps,
+                        max_qps,
+                        now,
+                        then,
                     },
                 )
             }
+        }
+    }
+}
+
+/// Why [`Settling::judge`] judged as it did; displayed in the actions' reasons.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SettlingWhy {
+    Periods {
+        periods: usize,
+        needed: usize,
+    },
+    Forecast {
+        settled: bool,
+        load_qps: f64,
+        max_qps: f64,
+        /// Base-thread instances the load now needs, and the forecast's maximum.
+        now: usize,
+        then: usize,
+    },
+}
+
+impl std::fmt::Display for SettlingWhy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            SettlingWhy::Periods { periods, needed } if periods >= needed => {
+                write!(f, "load stable for {periods} periods")
+            }
+            SettlingWhy::Periods { periods, needed } => {
+                write!(f, "load not stable: {periods} < {needed} periods")
+            }
+            SettlingWhy::Forecast {
+                settled,
+                load_qps,
+                max_qps,
+                now,
+                then,
+            } => write!(
+                f,
+                "load {}settled (forecast max {max_qps:.0} rows/s over the horizon against \
+                 {load_qps:.0} now: {then} base-thread instance(s) against {now})",
+                if settled { "" } else { "not " }
+            ),
         }
     }
 }
