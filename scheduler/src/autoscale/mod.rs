@@ -99,8 +99,8 @@ pub use themis::{
     ThemisPhase, ThreadProfile,
 };
 pub use vertical::{
-    peak_at, vertical, vertical_settling, CpuInstance, Settling, SettlingWhy, Stability,
-    VerticalConfig,
+    peak_at, vertical, vertical_settling, vertical_threads, CpuInstance, Settling, SettlingWhy,
+    Stability, VerticalConfig,
 };
 pub use workers::{scale_workers, worker_period, WorkerConfig, WorkerPeriod, WorkerView};
 

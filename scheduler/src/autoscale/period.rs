@@ -21,12 +21,10 @@
 //!
 //! [`greedy`]: crate::autoscale::greedy
 
-use std::collections::HashMap;
-
 use infaas_core::HardwareKind;
 
 use crate::autoscale::{
-    migrations, peak_at, vertical_settling, Action, ActionKind, CpuInstance, FamilyDemand,
+    migrations, peak_at, vertical_threads, Action, ActionKind, CpuInstance, FamilyDemand,
     MigrationConfig, ScalingConfig, ScalingError, ScalingInput, ScalingPlan, Settling,
     VerticalConfig,
 };
@@ -220,11 +218,10 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
                     .map(|v| v.peak_qps())
                     .sum::<f64>();
             let covered = capacity >= vcfg.headroom * fam.load_qps;
-            let acts = vertical_settling(&cpu, &free, settling, &input.prices, vcfg);
+            let acts = vertical_threads(&cpu, &free, settling, &input.prices, vcfg, !covered);
             let mut rebalance = false;
             for a in acts {
                 match a.kind {
-                    ActionKind::AddThreads { .. } if covered => continue,
                     ActionKind::AddThreads { instance, from, to } => {
                         if let Some(c) = cpu.iter().find(|c| c.instance == instance) {
                             extra += peak_at(c, to, vcfg) - peak_at(c, from, vcfg);
@@ -251,13 +248,13 @@ pub fn model_period(input: &PeriodInput, planner: Planner) -> PeriodPlan {
         });
     }
     // Which family each variant belongs to.
-    let mut family_of: HashMap<usize, usize> = HashMap::new();
+    let mut family_of: Vec<Option<usize>> = vec![None; s.variants().len()];
     for (f, fam) in input.families.iter().enumerate() {
         for &v in s.model_variants(fam.tenant, fam.model) {
-            family_of.insert(v, f);
+            family_of[v] = Some(f);
         }
     }
-    let of_action = |a: &Action| family_of.get(&a.kind.variant(s)?).copied();
+    let of_action = |a: &Action| family_of.get(a.kind.variant(s)?).copied().flatten();
     if !out.demands.is_empty() {
         match plan_demands(
             s,

@@ -292,6 +292,20 @@ pub fn vertical_settling(
     prices: &Prices,
     cfg: &VerticalConfig,
 ) -> Vec<Action> {
+    vertical_threads(instances, free_cores, settling, prices, cfg, true)
+}
+
+/// [`vertical_settling`], adding threads to Overloaded instances only when `add_threads` (a
+/// family whose instances already cover its load adds none: the model period decides that
+/// before, so that no such action is written only to be dropped).
+pub fn vertical_threads(
+    instances: &[CpuInstance],
+    free_cores: &[usize],
+    settling: Settling,
+    prices: &Prices,
+    cfg: &VerticalConfig,
+    add_threads: bool,
+) -> Vec<Action> {
     let core = prices.cpu_core_per_s;
     let mut free = free_cores.to_vec();
     let mut actions = Vec::new();
@@ -359,7 +373,7 @@ pub fn vertical_settling(
         let rb = b.demand_qps / peak_at(b, b.threads, cfg);
         rb.total_cmp(&ra)
     });
-    for i in order {
+    for i in order.into_iter().filter(|_| add_threads) {
         let cap = cfg.max_threads.min(i.threads + free[i.worker]);
         let target = cfg.headroom * i.demand_qps;
         // Its threads already serve its share of the load and nothing waits beyond a batch:
