@@ -624,6 +624,8 @@ pub struct AutoForecaster {
     seen: usize,
     since_refit: usize,
     scratch: Vec<f64>,
+    /// The model in use's MAPE on the newest quarter of the history at the last refit.
+    error: Option<f64>,
 }
 
 impl AutoForecaster {
@@ -652,6 +654,7 @@ impl AutoForecaster {
             seen: 0,
             since_refit: 0,
             scratch: Vec::with_capacity(history),
+            error: None,
         })
     }
 
@@ -692,9 +695,11 @@ impl AutoForecaster {
         };
         let incumbent =
             forecast_errors_from(&self.scratch, self.current.model(), self.horizon, split);
-        if incumbent.is_ok_and(|inc| inc.mape <= sel.holdout.mape) {
+        if let Some(inc) = incumbent.ok().filter(|inc| inc.mape <= sel.holdout.mape) {
+            self.error = Some(inc.mape);
             return;
         }
+        self.error = Some(sel.holdout.mape);
         let Ok(mut f) = Forecaster::new(sel.model) else {
             return;
         };
@@ -707,6 +712,12 @@ impl AutoForecaster {
     /// As [`Forecaster::predict`].
     pub fn predict(&self, h: usize) -> f64 {
         self.current.predict(h)
+    }
+
+    /// The mean absolute percentage error of the model in use, `horizon` ahead, on the newest
+    /// quarter of the history at the last refit (a fraction; `None` before the first refit).
+    pub fn error(&self) -> Option<f64> {
+        self.error
     }
 
     /// As [`Forecaster::predict_max`].

@@ -86,7 +86,8 @@ pub use load::{hold_periods, Arrivals, PlannedLoad};
 pub use migration::{interfered_periods_after, migrations, InterferenceCounter, MigrationConfig};
 pub use model::greedy;
 pub use model_loop::{
-    LiveFamily, LoopConfig, LoopInput, LoopPeriod, ModelLoop, Signal, DEFAULT_MODEL_PERIOD_MS,
+    hold_within_forecast, LiveFamily, LoopConfig, LoopInput, LoopPeriod, ModelLoop, Signal,
+    DEFAULT_MODEL_PERIOD_MS, FORECAST_HOLD_MARGIN, FORECAST_TRUSTED_ERROR,
 };
 pub use period::{
     model_period, plan_demands, releasable_view, Demand, FamilyState, PeriodConfig, PeriodInput,

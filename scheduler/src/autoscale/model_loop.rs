@@ -43,6 +43,38 @@ pub const FORECAST_HISTORY: usize = 600;
 pub const FORECAST_REFIT_MS: f64 = 30_000.0;
 /// The model a family's forecaster starts with, before its first refit.
 pub const FORECAST_INITIAL: ForecastModel = ForecastModel::Ewma { alpha: 0.5 };
+/// A forecaster whose error (MAPE on the newest quarter of its history, see
+/// [`AutoForecaster::error`]) is below this is trusted to end the peak hold early
+/// ([`hold_within_forecast`]).
+pub const FORECAST_TRUSTED_ERROR: f64 = 0.3;
+/// How many of its errors of margin a trusted forecast's maximum is given when it caps the
+/// peak hold ([`hold_within_forecast`]).
+pub const FORECAST_HOLD_MARGIN: f64 = 4.0;
+
+/// The load to plan for, `load_qps` (the peak hold's), capped by a trusted forecast: when the
+/// family's forecaster errs by less than [`FORECAST_TRUSTED_ERROR`], the held peak counts only
+/// up to the highest rate it forecasts over the horizon, with [`FORECAST_HOLD_MARGIN`] times
+/// its error of margin, and never below the rate now (`current_qps`). The peak hold keeps the
+/// capacity a burst needed because bursts recur; a load that falls as its forecaster expects
+/// (a diurnal decline) is not one the held peak will come back to. A forecaster that errs more
+/// (bursts it does not predict) leaves the hold as it is.
+pub fn hold_within_forecast(
+    load_qps: f64,
+    current_qps: f64,
+    forecast_max_qps: Option<f64>,
+    forecast_error: Option<f64>,
+) -> f64 {
+    match (forecast_max_qps, forecast_error) {
+        (Some(max), Some(error))
+            if max.is_finite() && error.is_finite() && error < FORECAST_TRUSTED_ERROR =>
+        {
+            let cap = max * (1.0 + FORECAST_HOLD_MARGIN * error.max(0.0));
+            load_qps.min(cap.max(current_qps))
+        }
+        _ => load_qps,
+    }
+}
+
 /// Relative change within which a family's load counts as stable.
 pub const STABILITY_TOLERANCE: f64 = 0.1;
 
@@ -275,12 +307,15 @@ impl<K: Ord + Clone> ModelLoop<K> {
             .overloaded_at_ms
             .is_some_and(|t| overloaded || now_ms - t < hold_ms);
         let load_qps = f.load.observe(rate, hold, self.config.second_periods());
-        let stable_periods = f.stability.observe(load_qps);
         let forecast_max_qps = f.forecaster.as_mut().and_then(|(fc, seen)| {
             fc.update(rate);
             *seen += 1;
             (*seen >= horizon).then(|| fc.predict_max(horizon))
         });
+        let forecast_error = f.forecaster.as_ref().and_then(|(fc, _)| fc.error());
+        let load_qps =
+            hold_within_forecast(load_qps, f.load.current(), forecast_max_qps, forecast_error);
+        let stable_periods = f.stability.observe(load_qps);
         Signal {
             load_qps,
             rate_qps: f.load.current(),
@@ -487,6 +522,87 @@ mod tests {
             .observe(&"m", 10.0, NO_ASKS, false, 0.0)
             .forecast_max_qps
             .is_none()));
+    }
+
+    #[test]
+    fn a_trusted_forecast_caps_the_held_peak_and_never_below_the_rate_now() {
+        // Trusted (error 0.1): the held 900 counts up to 300 x (1 + 4 x 0.1) = 420.
+        assert_eq!(
+            hold_within_forecast(900.0, 200.0, Some(300.0), Some(0.1)),
+            420.0
+        );
+        // Never below the rate now, never above the held load.
+        assert_eq!(
+            hold_within_forecast(900.0, 600.0, Some(300.0), Some(0.1)),
+            600.0
+        );
+        assert_eq!(
+            hold_within_forecast(400.0, 200.0, Some(300.0), Some(0.1)),
+            400.0
+        );
+        // Untrusted (error at the bound), or no forecast or error yet: the hold stands.
+        for (max, error) in [
+            (Some(300.0), Some(FORECAST_TRUSTED_ERROR)),
+            (Some(300.0), None),
+            (None, Some(0.1)),
+            (Some(f64::NAN), Some(0.1)),
+        ] {
+            assert_eq!(hold_within_forecast(900.0, 200.0, max, error), 900.0);
+        }
+    }
+
+    /// The loop with a one-minute peak hold at one-second periods: a smooth diurnal load
+    /// (400 +- 300 rows/s over five minutes) is planned near its declining rate once its
+    /// forecaster is trusted, where without forecasts the hold keeps the minute's peak; a load
+    /// of unannounced bursts keeps its hold with forecasts too.
+    #[test]
+    fn a_declining_load_its_forecaster_predicts_ends_its_hold_and_unforeseen_bursts_keep_it() {
+        let config = |forecast| LoopConfig {
+            period: PeriodConfig {
+                scaling: ScalingConfig {
+                    peak_hold_ms: 60_000.0,
+                    ..ScalingConfig::default()
+                },
+                ..PeriodConfig::default()
+            },
+            period_ms: 1_000.0,
+            forecast,
+        };
+        let diurnal =
+            |t: usize| 400.0 + 300.0 * (2.0 * std::f64::consts::PI * t as f64 / 300.0).sin();
+        let planned = |forecast: bool, rate: &dyn Fn(usize) -> f64, at: usize| {
+            let mut l: ModelLoop<&str> = ModelLoop::new(config(forecast));
+            let mut last = None;
+            for t in 0..=at {
+                last = Some(l.observe(&"m", rate(t), NO_ASKS, false, t as f64 * 1_000.0));
+            }
+            last.map_or(f64::NAN, |s| s.load_qps)
+        };
+        // Second 500 of the second cycle falls from the peak at 375 s (700 rows/s) to 160;
+        // the minute's peak held is the rate at 441 s (the hold spans 441-500).
+        let held = planned(false, &diurnal, 500);
+        let forecast = planned(true, &diurnal, 500);
+        assert!((held - diurnal(441)).abs() < 1.0, "{held}");
+        assert!(
+            forecast < 0.6 * held && forecast >= diurnal(500),
+            "held {held}, with a trusted forecast {forecast}"
+        );
+        // Bursts at pseudo-random seconds (10x the base rate): the forecaster is not trusted
+        // and the hold stands.
+        let bursts = |t: usize| {
+            let x = (t as u64).wrapping_mul(6_364_136_223_846_793_005) >> 59;
+            if x < 3 {
+                1_000.0
+            } else {
+                100.0
+            }
+        };
+        let last_burst = (441..=500).filter(|&t| bursts(t) > 500.0).count();
+        assert!(
+            last_burst > 0,
+            "the test needs a burst within the last minute"
+        );
+        assert_eq!(planned(true, &bursts, 500), planned(false, &bursts, 500));
     }
 
     #[test]
