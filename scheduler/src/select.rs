@@ -195,7 +195,9 @@ impl Pick {
         Pick::queued(s, q, instance, variant, idle_ms, s.queued(instance))
     }
 
-    /// [`Pick::at`] for an instance with `queued` rows queued ([`Snapshot::queued`]).
+    /// [`Pick::at`] for an instance with `queued` rows queued ([`Snapshot::queued`]). A
+    /// one-row query's prediction comes from the snapshot's compact arrays
+    /// ([`Snapshot::predicted_one_row_ms`], the same figure), not the variant's entry.
     fn queued(
         s: &Snapshot,
         q: &Query,
@@ -204,14 +206,16 @@ impl Pick {
         idle_ms: f64,
         queued: usize,
     ) -> Pick {
-        let v = &s.variants()[variant];
-        let predicted_ms = v.predicted_ms(queued, q.rows.max(1));
+        let predicted_ms = match q.rows.max(1) {
+            1 => s.predicted_one_row_ms(variant, queued),
+            rows => s.variants()[variant].predicted_ms(queued, rows),
+        };
         Pick {
             instance,
             variant,
             predicted_ms,
             load: (predicted_ms - idle_ms).max(0.0),
-            accuracy: v.accuracy,
+            accuracy: s.hot()[variant].accuracy,
             fits: fits_slo(predicted_ms, q.latency_slo_ms),
             queued,
         }
@@ -326,20 +330,7 @@ pub fn select_with(s: &Snapshot, q: &Query, prices: &Prices, explain: bool) -> D
         let Some((ii, queued)) = s.shortest_active_queued(vi) else {
             continue;
         };
-        let pick = if rows == 1 {
-            let predicted_ms = s.predicted_one_row_ms(vi, queued);
-            Pick {
-                instance: ii,
-                variant: vi,
-                predicted_ms,
-                load: (predicted_ms - idle_ms).max(0.0),
-                accuracy,
-                fits: fits_slo(predicted_ms, q.latency_slo_ms),
-                queued,
-            }
-        } else {
-            Pick::queued(s, q, ii, vi, idle_ms, queued)
-        };
+        let pick = Pick::queued(s, q, ii, vi, idle_ms, queued);
         if pick.fits {
             keep_best(&mut active, pick, |a, b| a.beats(b, rank));
         }

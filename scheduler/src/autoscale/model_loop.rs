@@ -466,10 +466,15 @@ mod tests {
     }
 
     fn config(forecast: bool) -> LoopConfig {
+        config_holding(forecast, 3_000.0)
+    }
+
+    /// One-second periods and a peak hold of `peak_hold_ms`.
+    fn config_holding(forecast: bool, peak_hold_ms: f64) -> LoopConfig {
         LoopConfig {
             period: PeriodConfig {
                 scaling: ScalingConfig {
-                    peak_hold_ms: 3_000.0,
+                    peak_hold_ms,
                     ..ScalingConfig::default()
                 },
                 ..PeriodConfig::default()
@@ -557,17 +562,7 @@ mod tests {
     /// of unannounced bursts keeps its hold with forecasts too.
     #[test]
     fn a_declining_load_its_forecaster_predicts_ends_its_hold_and_unforeseen_bursts_keep_it() {
-        let config = |forecast| LoopConfig {
-            period: PeriodConfig {
-                scaling: ScalingConfig {
-                    peak_hold_ms: 60_000.0,
-                    ..ScalingConfig::default()
-                },
-                ..PeriodConfig::default()
-            },
-            period_ms: 1_000.0,
-            forecast,
-        };
+        let config = |forecast| config_holding(forecast, 60_000.0);
         let diurnal =
             |t: usize| 400.0 + 300.0 * (2.0 * std::f64::consts::PI * t as f64 / 300.0).sin();
         let planned = |forecast: bool, rate: &dyn Fn(usize) -> f64, at: usize| {

@@ -363,7 +363,8 @@ pub fn vertical_threads(
     let mut order: Vec<&CpuInstance> = instances
         .iter()
         .filter(|i| {
-            i.state == InstanceState::Overloaded
+            add_threads
+                && i.state == InstanceState::Overloaded
                 && i.worker < free.len()
                 && !split.contains(&i.instance)
         })
@@ -373,7 +374,7 @@ pub fn vertical_threads(
         let rb = b.demand_qps / peak_at(b, b.threads, cfg);
         rb.total_cmp(&ra)
     });
-    for i in order.into_iter().filter(|_| add_threads) {
+    for i in order {
         let cap = cfg.max_threads.min(i.threads + free[i.worker]);
         let target = cfg.headroom * i.demand_qps;
         // Its threads already serve its share of the load and nothing waits beyond a batch:
