@@ -363,6 +363,9 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
     // Peak provisioning holds the peak's capacity throughout: it misses (almost) nothing, and
     // the platform's autoscaler serves the same trace for no more (both start with what the
     // trace's opening rate needs: on this light trace one instance, which is also its peak).
+    // A run is billed until it falls idle after its last answer, which moves with the variant each
+    // policy picked for the last query (profiles measured on this machine): a thousandth of the
+    // bill is 60 ms of the one instance, far below what a second instance would cost.
     let summary = |policy: &str| {
         results
             .iter()
@@ -376,7 +379,7 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         "static_peak: {peak}"
     );
     assert!(
-        greedy["cost_usd"].as_f64().unwrap() <= peak["cost_usd"].as_f64().unwrap() * (1.0 + 1e-9),
+        greedy["cost_usd"].as_f64().unwrap() <= peak["cost_usd"].as_f64().unwrap() * (1.0 + 1e-3),
         "infaas_greedy {greedy} against static_peak {peak}"
     );
     // The plot: one line per policy in each of the three charts.
