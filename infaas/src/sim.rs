@@ -11,7 +11,7 @@ use infaas_sim::generate::Generator;
 use infaas_sim::policy::{baseline_accuracy, by_name, NAMES};
 use infaas_sim::report::{series_csv, PolicyReport};
 use infaas_sim::trace::Trace;
-use infaas_sim::{simulate, variants_for, Cluster};
+use infaas_sim::{simulate, variants_for, Cluster, MAX_REQUEST_CPU_MS};
 use infaas_web::whatif::{plot_svg, PolicyLines};
 
 #[derive(Debug, Args)]
@@ -70,6 +70,11 @@ pub struct SimArgs {
     /// `app=NAME,rows=N[,at=S]` (submitted at second S, default 0). Repeat for more.
     #[arg(long, value_name = "SPEC")]
     job: Vec<infaas_sim::OfflineJob>,
+    /// Core time each query takes on the worker serving it besides its instance's run, in ms
+    /// (the HTTP edge and clients sharing that worker's cores): batches slow down while busy
+    /// instance threads and this load exceed the worker's cores. Default 0: none.
+    #[arg(long, default_value_t = 0.0)]
+    request_cpu_ms: f64,
     /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
     #[arg(long, default_value = "gpu_ampere")]
     gpu: String,
@@ -126,8 +131,17 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         gpu,
         cpu_threads: args.cpu_threads.max(1),
         tick_ms: args.model_interval_ms as f64,
+        request_cpu_ms: args.request_cpu_ms,
         ..Cluster::default()
     };
+    if !(args.request_cpu_ms.is_finite()
+        && (0.0..=MAX_REQUEST_CPU_MS).contains(&args.request_cpu_ms))
+    {
+        anyhow::bail!(
+            "--request-cpu-ms {} must be from 0 to {MAX_REQUEST_CPU_MS}",
+            args.request_cpu_ms
+        );
+    }
     if args.model_interval_ms < 10 {
         anyhow::bail!(
             "--model-interval-ms {} must be at least 10",

@@ -158,11 +158,10 @@ def main() -> int:
     server = serving.Server(a.binary, models, [])
     try:
         server.register(twin, "edge-twin")
-        edge = real_models.loadgen(a.binary, server, ["--app", "edge-twin", *rows, "--rate", "0",
-                                                      "--connections", "32", "--duration", "8"])
+        capacity = real_models.measure_capacity(a.binary, server, "edge-twin", rows, cores,
+                                                raw["best_rows_per_s"], 32)["capacity"]
     finally:
         server.stop()
-    capacity = cores / (1.0 / raw["best_rows_per_s"] + cores / edge["throughput_per_s"])
     slo = 10.0 * raw["b1_ms"]
     print(f"  capacity {capacity:.1f} rows/s; SLO {slo:.1f} ms; low {a.low:.2f}x, high {a.high:.2f}x, "
           f"phases {a.phases} s", flush=True)

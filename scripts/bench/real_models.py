@@ -11,16 +11,20 @@ In one run it measures:
    body, the load generator building and reading it, on the same cores). That cost is measured
    in the same run on the model's *edge twin*: a model with the same inputs and outputs (names,
    element types, shapes) whose own run is negligible (it sums its inputs), registered beside it
-   and driven to saturation by the same load generator with the same rows, so
-   `capacity = cores / (1 / best_rows_per_core_s + cores / twin_rps)`. (`GET /healthz` is
-   measured too, for reference: a bodyless request costs the edge far less than a model's.)
+   and sent Poisson queries with the same rows by the same load generator at the rate the model
+   would take at 0.8x of raw ONNX Runtime's capacity; the CPU time the server and the load
+   generator spend (from /proc and getrusage), per request, is the request's cost `c` in
+   core-seconds, so `capacity = cores / (1 / best_rows_per_core_s + c)`. (At saturation the
+   twin costs less a request, since the edge then handles many requests a wakeup; that rate
+   and `GET /healthz`'s are reported for reference.)
 2. Poisson 1-row queries at 0.5x and 0.8x of that capacity, with an SLO of 10x the model's
    batch-1 latency (raw ONNX Runtime, one thread), as a trace replayed by `infaas loadgen
    --trace`: SLO attainment, p50/p99, and, sampled every 250 ms from `GET /v1/workers`, the
    threads of busy instances against the cores; then the same trace in the simulator
    (`POST /v1/whatif`: the platform's policy, one worker with this machine's cores, the profiles
-   the platform measured, the request path measured one query at a time), whose attainment is
-   compared with the server's;
+   the platform measured, the edge twin's latency one query at a time as the request path, and
+   the request's cost `c` as the core time each query takes from the instances' cores), whose
+   attainment is compared with the server's;
 3. the throughput at saturation: closed-loop clients for the same time, as a ratio of the
    capacity;
 4. the scaling events of the run (every load for queries among them).
@@ -36,6 +40,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shlex
 import subprocess
 import sys
@@ -191,12 +196,13 @@ def write_trace(path: str, app: str, rate: float, duration: float, slo: float, s
             n += 1
 
 
-def whatif(server: serving.Server, csv: str, cores: int, overhead: list[float]) -> dict:
+def whatif(server: serving.Server, csv: str, cores: int, overhead: list[float], request_cpu_ms: float) -> dict:
     """The same trace in the simulator (`POST /v1/whatif`, the platform's policy, one CPU worker
     with this machine's cores, the profiles the platform measured, the request path drawn from
-    `overhead`)."""
+    `overhead`, each query taking `request_cpu_ms` of core time beside the instances)."""
     body = {"trace": {"csv": csv}, "policies": ["infaas_greedy"], "cpu_workers": 1,
-            "cpu_cores": cores, "gpu_workers": 0, "request_overhead_ms": overhead}
+            "cpu_cores": cores, "gpu_workers": 0, "request_overhead_ms": overhead,
+            "request_cpu_ms": request_cpu_ms}
     s, b = serving.http("POST", f"{server.base}/v1/whatif", json.dumps(body).encode(),
                         {**server.auth, "content-type": "application/json"})
     assert s == 202, b
@@ -210,6 +216,42 @@ def whatif(server: serving.Server, csv: str, cores: int, overhead: list[float]) 
     if run["status"] != "succeeded":
         raise SystemExit(f"the what-if run did not succeed: {run}")
     return run["results"][0]["summary"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a running process, seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def request_cost(binary: str, server: serving.Server, args: list[str]) -> tuple[dict, float, float]:
+    """A load generator run with the CPU time it and the server spent per answered request,
+    core-ms: (summary, server's, load generator's)."""
+    children, served = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_seconds(server.proc.pid)
+    r = loadgen(binary, server, args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    n = max(1, r["ok"])
+    client = (after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime) / n
+    return r, 1e3 * (cpu_seconds(server.proc.pid) - served) / n, 1e3 * client
+
+
+def measure_capacity(binary: str, server: serving.Server, twin_app: str, rows: list[str], cores: int,
+                     best_rows_per_s: float, connections: int) -> dict:
+    """The machine's capacity for a model, rows/s (see the module's doc), from its edge twin
+    registered on `server` under `twin_app`, sent `rows` by the same load generator: the twin's
+    most requests/s (for reference), its latency one query at a time (the request path), and the
+    CPU time the server and the load generator spend a request at the rate the model would take
+    at 0.8x of raw ONNX Runtime's capacity."""
+    base = ["--app", twin_app, *rows]
+    edge = loadgen(binary, server, [*base, "--rate", "0", "--connections", str(connections), "--duration", "8"])
+    path = loadgen(binary, server, [*base, "--rate", "0", "--duration", "5"])
+    probe, server_ms, client_ms = request_cost(
+        binary, server, [*base, "--rate", f"{0.8 * cores * best_rows_per_s:.1f}", "--duration", "8"])
+    request_ms = server_ms + client_ms
+    return {"capacity": cores / (1.0 / best_rows_per_s + request_ms / 1e3), "twin_rps": edge["throughput_per_s"],
+            "path": path, "probe_rps": probe["throughput_per_s"], "request_ms": request_ms,
+            "server_ms": server_ms, "client_ms": client_ms}
 
 
 def loadgen(binary: str, server: serving.Server, args: list[str]) -> dict:
@@ -272,27 +314,20 @@ def main() -> int:
         if "x" in np.load(val_path).files:
             import onnxruntime as ort
             rows += ["--input", ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).get_inputs()[0].name]
-        # What a request costs besides the model: the edge twin at saturation, same client, same rows.
         server.register(twin, "edge-twin")
-        edge = loadgen(a.binary, server, ["--app", "edge-twin", *rows, "--rate", "0", "--connections",
-                                          str(a.connections), "--duration", "8"])
-        twin_rps = edge["throughput_per_s"]
-        capacity = cores / (1.0 / raw["best_rows_per_s"] + cores / twin_rps)
+        cap = measure_capacity(a.binary, server, "edge-twin", rows, cores, raw["best_rows_per_s"], a.connections)
+        capacity, path, request_ms = cap["capacity"], cap["path"], cap["request_ms"]
         slo = 10.0 * raw["b1_ms"]
-        print(f"  /healthz {healthz['rps']:.0f} req/s; the edge twin (this model's requests, no model) "
-              f"{twin_rps:.0f} req/s, {1e3 * cores / twin_rps:.2f} core-ms a request; capacity {capacity:.1f} rows/s "
-              f"({cores} cores x best {raw['best_rows_per_s']:.0f} rows/s, less the requests' cost); SLO {slo:.1f} ms",
-              flush=True)
+        print(f"  /healthz {healthz['rps']:.0f} req/s; the edge twin (this model's requests, no model): "
+              f"at most {cap['twin_rps']:.0f} req/s; one at a time p50 {path['p50_ms']:.2f} ms, p99 {path['p99_ms']:.2f} ms; "
+              f"at {cap['probe_rps']:.0f} req/s {request_ms:.3f} core-ms a request (server {cap['server_ms']:.3f}, "
+              f"client {cap['client_ms']:.3f}); capacity {capacity:.1f} rows/s ({cores} cores x best "
+              f"{raw['best_rows_per_s']:.0f} rows/s, less the requests' cost); SLO {slo:.1f} ms", flush=True)
         t0 = time.time()
         server.register(a.model, app)
         print(f"  registered in {time.time() - t0:.1f} s", flush=True)
         acc = ["--min-accuracy", str(a.min_accuracy)] if a.min_accuracy is not None else []
         base = ["--app", app, *rows, "--latency-ms", f"{slo:.3f}", *acc]
-        # The request path alone, one query at a time (what the simulator draws per query), with
-        # the SLO every later query carries.
-        idle = loadgen(a.binary, server, [*base, "--rate", "0", "--duration", "5"])
-        print(f"  request path, one query at a time: p50 {idle['p50_ms']:.2f} ms, p99 {idle['p99_ms']:.2f} ms",
-              flush=True)
         results, simulated = {}, {}
         work = tempfile.mkdtemp(prefix="infaas-real-traces-")
         for frac in (0.5, 0.8):
@@ -303,7 +338,7 @@ def main() -> int:
                 a.binary, server, f"{frac}x ({frac * capacity:.0f} q/s Poisson, {n} queries, {a.duration:.0f} s)",
                 ["--trace", trace, *rows])
             with open(trace) as f:
-                sim = whatif(server, f.read(), cores, idle["percentiles_ms"])
+                sim = whatif(server, f.read(), cores, path["percentiles_ms"], request_ms)
             simulated[f"{frac}x"] = sim
             real = results[f"{frac}x"].get("slo_attainment") or 0.0
             print(f"    simulated (what-if, same trace): attainment {100 * sim['slo_attainment']:.2f}% "
@@ -316,9 +351,10 @@ def main() -> int:
         events = server.scaling_events(app)
         report = {
             "model": a.model, "date": started, "cores": cores, "raw_ort": raw,
-            "healthz_rps": healthz["rps"], "edge_twin_rps": twin_rps, "capacity_rows_per_s": capacity, "slo_ms": slo,
+            "healthz_rps": healthz["rps"], "edge_twin_rps": cap["twin_rps"], "capacity_rows_per_s": capacity, "slo_ms": slo,
             "phases": results, "simulated": simulated, "saturation_ratio": sat, "scaling_events": events,
-            "request_path_idle": {k: idle[k] for k in ("p50_ms", "p99_ms")},
+            "request_path_idle": {k: path[k] for k in ("p50_ms", "p99_ms")},
+            "request_cpu_ms": {"server": cap["server_ms"], "client": cap["client_ms"], "at_rps": cap["probe_rps"]},
         }
         print(f"  saturation: {sat:.2f}x of capacity; scaling events: {events}")
         print()

@@ -65,6 +65,12 @@ pub struct Cluster {
     /// an empirical distribution, ms, of which every query's latency gets one draw (seeded).
     /// Empty: none.
     pub request_overhead_ms: Vec<f64>,
+    /// Core time each query takes on the worker that serves it besides its instance's run, ms:
+    /// the HTTP edge (and clients) sharing that worker's cores, as on a single machine serving
+    /// its own requests. While a worker's busy instance threads and this load (its recent query
+    /// rate times this figure) exceed its cores, the CPU batches started there run slower in
+    /// proportion (the cores shared alike). 0: none, a worker's cores are its instances' alone.
+    pub request_cpu_ms: f64,
     /// SIMULATED interference: noisy neighbours that slow every batch on a worker.
     pub noise: Vec<Noise>,
     /// Offline jobs submitted during the run (part of the workload), worked through on spare
@@ -201,6 +207,7 @@ impl Default for Cluster {
             worker_start_ms: 30_000.0,
             worker_tick_ms: 2_000.0,
             request_overhead_ms: Vec::new(),
+            request_cpu_ms: 0.0,
             noise: Vec::new(),
             jobs: Vec::new(),
         }
@@ -553,6 +560,9 @@ struct Engine<'t> {
     online: OnlineLoad,
     /// State of the generator that draws request overheads.
     overhead_rng: u64,
+    /// Per worker: the queries it was sent, a rate per ms decayed over `EDGE_RATE_MS`, and when
+    /// it was last updated (read only when `Cluster::request_cpu_ms` is set).
+    edge_rate: Vec<(f64, f64)>,
     events: BinaryHeap<Event>,
     seq: u64,
     now: f64,
@@ -690,6 +700,7 @@ impl<'t> Engine<'t> {
             online_window: OnlineTally::default(),
             online: OnlineLoad::default(),
             overhead_rng: 0x9E37_79B9_7F4A_7C15,
+            edge_rate: Vec::new(),
             events: BinaryHeap::new(),
             seq: 0,
             now: 0.0,
@@ -960,7 +971,13 @@ impl<'t> Engine<'t> {
         let v = &self.snapshot.variants()[inst.variant];
         let n = inst.queue.len().min(v.max_batch.max(1));
         inst.running.extend(inst.queue.drain(..n));
-        let noise = noise_at(&self.cluster.noise, inst.worker, self.now);
+        let mut noise = noise_at(&self.cluster.noise, inst.worker, self.now);
+        if self.cluster.request_cpu_ms > 0.0 && v.hardware == HardwareKind::Cpu {
+            let worker = inst.worker;
+            noise *= self.shared_cores(worker);
+        }
+        let inst = &mut self.insts[e];
+        let v = &self.snapshot.variants()[inst.variant];
         let service = v.latency_at(n).map_or(f64::INFINITY, |(p, scale)| {
             p.mean_ms * scale * inst.slowdown * noise
         });
@@ -1029,6 +1046,40 @@ impl<'t> Engine<'t> {
         *self.actions_by_kind.entry(kind).or_default() += 1;
     }
 
+    /// How much slower a CPU batch starting now on `worker` runs because its cores are shared:
+    /// the threads of the instances running a batch there (this one included) and the request
+    /// path's load, against the worker's cores (1 while they fit).
+    fn shared_cores(&mut self, worker: usize) -> f64 {
+        let cores = self
+            .snapshot
+            .workers()
+            .get(worker)
+            .map_or(1, |w| w.cores)
+            .max(1) as f64;
+        let busy: usize = self
+            .insts
+            .iter()
+            .filter(|i| i.worker == worker && !i.gone && !i.running.is_empty())
+            .map(|i| i.threads)
+            .sum();
+        let edge = self.edge_rate_at(worker, false) * self.cluster.request_cpu_ms;
+        ((busy as f64 + edge) / cores).max(1.0)
+    }
+
+    /// The decayed rate of queries sent to `worker`, per ms, counting one more when `arrival`.
+    fn edge_rate_at(&mut self, worker: usize, arrival: bool) -> f64 {
+        if self.edge_rate.len() <= worker {
+            self.edge_rate.resize(worker + 1, (0.0, self.now));
+        }
+        let (rate, at) = &mut self.edge_rate[worker];
+        *rate *= (-(self.now - *at).max(0.0) / EDGE_RATE_MS).exp();
+        *at = self.now;
+        if arrival {
+            *rate += 1.0 / EDGE_RATE_MS;
+        }
+        *rate
+    }
+
     /// One draw of the request path's overhead, ms (xorshift64*: cheap and repeatable).
     fn overhead(&mut self) -> f64 {
         let d = &self.cluster.request_overhead_ms;
@@ -1044,6 +1095,9 @@ impl<'t> Engine<'t> {
     }
 
     fn enqueue(&mut self, e: usize, q: &Arrival) {
+        if self.cluster.request_cpu_ms > 0.0 {
+            self.edge_rate_at(self.insts[e].worker, true);
+        }
         let inst = &mut self.insts[e];
         inst.queue.push_back(Pending {
             at_ms: q.at_ms,
@@ -1735,6 +1789,13 @@ impl<'t> Engine<'t> {
         progress(total, total);
     }
 }
+
+/// Largest `Cluster::request_cpu_ms` the interfaces accept, ms.
+pub const MAX_REQUEST_CPU_MS: f64 = 1_000.0;
+
+/// The span over which a worker's query rate is averaged for the request path's share of its
+/// cores, ms.
+const EDGE_RATE_MS: f64 = 100.0;
 
 /// How much slower batches on `worker` run at `now` (1: no noise).
 fn noise_at(noise: &[Noise], worker: usize, now: f64) -> f64 {

@@ -21,4 +21,5 @@ pub use infaas_core::trace;
 
 pub use engine::{
     simulate, simulate_recording_jobs, variants_for, Cluster, JobStep, Noise, OfflineJob, SimError,
+    MAX_REQUEST_CPU_MS,
 };

@@ -1199,6 +1199,49 @@ mod tests {
         );
     }
 
+    /// The request path's core time shares the worker's cores with its instances: on a one-core
+    /// worker a 1-thread instance busy 60 % of the time serves slower by the edge's share (150
+    /// queries/s x 2 core-ms: 0.3 of the core), on a 16-core worker the edge takes spare cores
+    /// and nothing changes.
+    #[test]
+    fn the_request_path_takes_its_core_time_from_the_instances_when_the_cores_are_full() {
+        let t = trace("poisson:rate=150,duration=30,app=m,slo=1000");
+        // One CPU model whose batches cost their rows (batching adds no throughput).
+        let catalogue = vec![Profile::linear(
+            "m-small",
+            "m",
+            Accelerator::Cpu,
+            0.7,
+            4.0,
+            1.0,
+        )];
+        let run_with = |cores: usize, request_cpu_ms: f64| {
+            let c = Cluster {
+                cpu_workers: 1,
+                cpu_cores: cores,
+                cpu_threads: 1,
+                gpu_workers: 0,
+                request_cpu_ms,
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue, &c).unwrap();
+            let mut p = by_name("static_peak", ScalingConfig::default()).unwrap();
+            simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let p50 = |r: &PolicyReport| r.summary.p50_ms.unwrap();
+        let (bare, shared) = (run_with(1, 0.0), run_with(1, 2.0));
+        // Service alone goes from 4 ms to about 5.2 ms, and the queue in front of it grows.
+        assert!(
+            p50(&shared) > 1.25 * p50(&bare),
+            "{} vs {}",
+            p50(&shared),
+            p50(&bare)
+        );
+        let (wide, wide_shared) = (run_with(16, 0.0), run_with(16, 2.0));
+        assert_eq!(p50(&wide_shared), p50(&wide));
+        assert_eq!(wide.summary.p99_ms, wide_shared.summary.p99_ms);
+    }
+
     /// The test cluster with worker 1 three times slower from second 15 on (SIMULATED noise).
     fn noisy_worker_1() -> Cluster {
         Cluster {

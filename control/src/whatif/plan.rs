@@ -23,6 +23,8 @@ pub const MAX_WORKERS: u32 = 256;
 pub const MAX_CORES: u32 = 1024;
 /// Highest headroom a run may ask for.
 pub const MAX_SLACK: f64 = 100.0;
+/// Largest `request_cpu_ms`, ms.
+const MAX_REQUEST_CPU_MS: f64 = infaas_sim::MAX_REQUEST_CPU_MS;
 /// Most values of `request_overhead_ms`.
 pub const MAX_OVERHEAD_SAMPLES: usize = 10_000;
 
@@ -167,8 +169,15 @@ pub fn cluster(
             "request_overhead_ms holds {bad}: every value must be from 0 to 60000 ms"
         )));
     }
+    let request_cpu_ms = req.request_cpu_ms.unwrap_or(0.0);
+    if !(request_cpu_ms.is_finite() && (0.0..=MAX_REQUEST_CPU_MS).contains(&request_cpu_ms)) {
+        return Err(Error::Invalid(format!(
+            "request_cpu_ms {request_cpu_ms} must be from 0 to {MAX_REQUEST_CPU_MS} ms"
+        )));
+    }
     let defaults = Cluster::default();
     let cluster = Cluster {
+        request_cpu_ms,
         max_cpu_workers: max_cpu as usize,
         max_gpu_workers: max_gpu as usize,
         worker_start_ms: start_s * 1e3,
@@ -379,6 +388,7 @@ mod tests {
             max_gpu_workers: None,
             worker_start_s: None,
             request_overhead_ms: None,
+            request_cpu_ms: None,
         }
     }
 
@@ -443,13 +453,16 @@ mod tests {
         .unwrap();
         assert_eq!((c.cpu_workers, c.cpu_cores, c.gpu_workers), (2, 8, 0));
         assert_eq!(c.worker_memory_bytes, 1 << 30);
+        assert_eq!(c.request_cpu_ms, 0.0);
         assert_eq!((s.slack, s.scale_down), (a.slack, a.scale_down));
         assert_eq!((v.cpu_workers, v.cpu_cores, v.slack), (2, 8, a.slack));
         let mut r = request(TraceSource::Csv(String::new()));
         r.cpu_workers = Some(5);
         r.slack = Some(2.1);
+        r.request_cpu_ms = Some(0.75);
         let (c, s, _) = cluster(&r, &live, &a, Prices::default()).unwrap();
         assert_eq!(c.cpu_workers, 5);
+        assert_eq!(c.request_cpu_ms, 0.75);
         assert!((s.scale_down - 3.0).abs() < 1e-9);
         let base = || request(TraceSource::Csv(String::new()));
         // No worker at all: sizes within the limits, a cluster that cannot be simulated.
@@ -517,6 +530,20 @@ mod tests {
                     ..base()
                 },
                 "request_overhead_ms has 10001 values, over the limit of 10000",
+            ),
+            (
+                WhatIfRequest {
+                    request_cpu_ms: Some(1500.0),
+                    ..base()
+                },
+                "request_cpu_ms 1500 must be from 0 to 1000 ms",
+            ),
+            (
+                WhatIfRequest {
+                    request_cpu_ms: Some(f64::NAN),
+                    ..base()
+                },
+                "request_cpu_ms NaN must be from 0 to 1000 ms",
             ),
         ] {
             let (m, kind) = message(cluster(&r, &live, &a, Prices::default()).unwrap_err());

@@ -214,6 +214,15 @@ fn bad_input_is_named() {
             vec![
                 "--generate",
                 "poisson:rate=10,duration=5,app=resnet",
+                "--request-cpu-ms",
+                "2000",
+            ],
+            "--request-cpu-ms 2000 must be from 0 to 1000",
+        ),
+        (
+            vec![
+                "--generate",
+                "poisson:rate=10,duration=5,app=resnet",
                 "--noise",
                 "worker=0,factor=0.5",
             ],

@@ -398,6 +398,26 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
     assert_eq!(svg.matches(r#"<g class="series s2">"#).count(), 3);
     assert!(svg.contains("infaas_greedy") && svg.contains("SIMULATED"));
 
+    // The request path's core time (`request_cpu_ms`): on a one-core worker, 50 queries/s of
+    // 10 core-ms each take half the core from the instance, whose runs then take about 1.5x
+    // their profile; without it the same trace runs at the profile's speed.
+    let mut p50 = Vec::new();
+    for cpu_ms in [0.0, 10.0] {
+        let body = json!({"trace": {"generate": SPEC}, "policies": ["static_peak"],
+            "cpu_workers": 1, "cpu_cores": 1, "gpu_workers": 0, "request_cpu_ms": cpu_ms});
+        let run = start_when_free(&p, &t, body).await;
+        let id = run["id"].as_str().unwrap().to_string();
+        let run = wait_run(&p, &t, &id, Duration::from_secs(120)).await;
+        let results = check_results(&run, &["static_peak"]);
+        p50.push(results[0]["summary"]["p50_ms"].as_f64().unwrap());
+        let a = p.delete(&t, &format!("/v1/whatif/{id}")).await;
+        assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.text);
+    }
+    assert!(
+        p50[1] > 1.3 * p50[0],
+        "p50 without and with the request path's core time: {p50:?}"
+    );
+
     // A run of the recorded traffic replays the 35 queries.
     let recorded = start_when_free(
         &p,

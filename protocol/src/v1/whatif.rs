@@ -88,6 +88,16 @@ pub struct WhatIfRequest {
     #[schema(max_items = 10000)]
     #[serde(default)]
     pub request_overhead_ms: Option<Vec<f64>>,
+    /// Core time, in ms, each query takes on the cores of the worker serving it besides its
+    /// instance's run: the HTTP edge (and clients) sharing that worker's cores, as on one
+    /// machine serving its own requests. While the threads of the instances running a batch
+    /// there and this load (the worker's recent query rate times this figure) exceed its
+    /// cores, CPU batches run slower in proportion. Measure it as the CPU time the server and
+    /// its clients spend per request of a model that does no work (same inputs and outputs).
+    /// Default 0: a worker's cores are its instances' alone.
+    #[schema(minimum = 0.0, maximum = 1000.0)]
+    #[serde(default)]
+    pub request_cpu_ms: Option<f64>,
 }
 
 /// The trace a run replays.

@@ -248,6 +248,7 @@ fn request(form: &WhatIfForm, checked: &[String]) -> Result<WhatIfRequest, ApiEr
         max_gpu_workers: None,
         worker_start_s: None,
         request_overhead_ms: None,
+        request_cpu_ms: None,
     })
 }
 

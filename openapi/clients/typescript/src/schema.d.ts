@@ -1714,6 +1714,17 @@ export interface components {
             /** @description Policies to compare, each at most once, in the order given. */
             policies: components["schemas"]["WhatIfPolicyName"][];
             /**
+             * Format: double
+             * @description Core time, in ms, each query takes on the cores of the worker serving it besides its
+             *     instance's run: the HTTP edge (and clients) sharing that worker's cores, as on one
+             *     machine serving its own requests. While the threads of the instances running a batch
+             *     there and this load (the worker's recent query rate times this figure) exceed its
+             *     cores, CPU batches run slower in proportion. Measure it as the CPU time the server and
+             *     its clients spend per request of a model that does no work (same inputs and outputs).
+             *     Default 0: a worker's cores are its instances' alone.
+             */
+            request_cpu_ms?: number | null;
+            /**
              * @description The request path outside the instance (HTTP, JSON, routing, the worker call) as an
              *     empirical distribution in ms: every simulated query's latency gets one draw. For
              *     instance latencies measured on the real server with one query at a time

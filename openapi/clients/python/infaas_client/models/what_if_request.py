@@ -40,6 +40,14 @@ class WhatIfRequest:
             simulation (default:
             `cpu_workers`, none is added); workers it adds take `worker_start_s` to join.
         max_gpu_workers (int | None | Unset): Most GPU workers, likewise (default: `gpu_workers`).
+        request_cpu_ms (float | None | Unset): Core time, in ms, each query takes on the cores of the worker serving it
+            besides its
+            instance's run: the HTTP edge (and clients) sharing that worker's cores, as on one
+            machine serving its own requests. While the threads of the instances running a batch
+            there and this load (the worker's recent query rate times this figure) exceed its
+            cores, CPU batches run slower in proportion. Measure it as the CPU time the server and
+            its clients spend per request of a model that does no work (same inputs and outputs).
+            Default 0: a worker's cores are its instances' alone.
         request_overhead_ms (list[float] | None | Unset): The request path outside the instance (HTTP, JSON, routing,
             the worker call) as an
             empirical distribution in ms: every simulated query's latency gets one draw. For
@@ -57,6 +65,7 @@ class WhatIfRequest:
     gpu_workers: int | None | Unset = UNSET
     max_cpu_workers: int | None | Unset = UNSET
     max_gpu_workers: int | None | Unset = UNSET
+    request_cpu_ms: float | None | Unset = UNSET
     request_overhead_ms: list[float] | None | Unset = UNSET
     slack: float | None | Unset = UNSET
     worker_start_s: float | None | Unset = UNSET
@@ -108,6 +117,12 @@ class WhatIfRequest:
         else:
             max_gpu_workers = self.max_gpu_workers
 
+        request_cpu_ms: float | None | Unset
+        if isinstance(self.request_cpu_ms, Unset):
+            request_cpu_ms = UNSET
+        else:
+            request_cpu_ms = self.request_cpu_ms
+
         request_overhead_ms: list[float] | None | Unset
         if isinstance(self.request_overhead_ms, Unset):
             request_overhead_ms = UNSET
@@ -147,6 +162,8 @@ class WhatIfRequest:
             field_dict["max_cpu_workers"] = max_cpu_workers
         if max_gpu_workers is not UNSET:
             field_dict["max_gpu_workers"] = max_gpu_workers
+        if request_cpu_ms is not UNSET:
+            field_dict["request_cpu_ms"] = request_cpu_ms
         if request_overhead_ms is not UNSET:
             field_dict["request_overhead_ms"] = request_overhead_ms
         if slack is not UNSET:
@@ -240,6 +257,15 @@ class WhatIfRequest:
 
         max_gpu_workers = _parse_max_gpu_workers(d.pop("max_gpu_workers", UNSET))
 
+        def _parse_request_cpu_ms(data: object) -> float | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(float | None | Unset, data)
+
+        request_cpu_ms = _parse_request_cpu_ms(d.pop("request_cpu_ms", UNSET))
+
         def _parse_request_overhead_ms(data: object) -> list[float] | None | Unset:
             if data is None:
                 return data
@@ -283,6 +309,7 @@ class WhatIfRequest:
             gpu_workers=gpu_workers,
             max_cpu_workers=max_cpu_workers,
             max_gpu_workers=max_gpu_workers,
+            request_cpu_ms=request_cpu_ms,
             request_overhead_ms=request_overhead_ms,
             slack=slack,
             worker_start_s=worker_start_s,
