@@ -75,6 +75,11 @@ pub struct SimArgs {
     /// instance threads and this load exceed the worker's cores. Default 0: none.
     #[arg(long, default_value_t = 0.0)]
     request_cpu_ms: f64,
+    /// The platform's policies start with no instance loaded, as a server that has just
+    /// started (the first queries' selection loads what they need); the baselines provision as
+    /// always. Default: they start with what the platform holds after the opening traffic.
+    #[arg(long)]
+    cold_start: bool,
     /// GPU generation of the GPU workers: gpu_ampere or gpu_pascal.
     #[arg(long, default_value = "gpu_ampere")]
     gpu: String,
@@ -132,6 +137,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cpu_threads: args.cpu_threads.max(1),
         tick_ms: args.model_interval_ms as f64,
         request_cpu_ms: args.request_cpu_ms,
+        cold_start: args.cold_start,
         ..Cluster::default()
     };
     if !(args.request_cpu_ms.is_finite()

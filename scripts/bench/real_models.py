@@ -21,8 +21,8 @@ In one run it measures:
    batch-1 latency (raw ONNX Runtime, one thread), as a trace replayed by `infaas loadgen
    --trace`: SLO attainment, p50/p99, and, sampled every 250 ms from `GET /v1/workers`, the
    threads of busy instances against the cores; then the same trace in the simulator
-   (`POST /v1/whatif`: the platform's policy, one worker with this machine's cores, the profiles
-   the platform measured, the edge twin's latency one query at a time as the request path, and
+   (`POST /v1/whatif`: the platform's policy from a cold start, as the server's, one worker with
+   this machine's cores, the profiles the platform measured, the edge twin's latency one query at a time as the request path, and
    the request's cost `c` as the core time each query takes from the instances' cores), whose
    attainment is compared with the server's;
 3. the throughput at saturation: closed-loop clients for the same time, as a ratio of the
@@ -197,12 +197,13 @@ def write_trace(path: str, app: str, rate: float, duration: float, slo: float, s
 
 
 def whatif(server: serving.Server, csv: str, cores: int, overhead: list[float], request_cpu_ms: float) -> dict:
-    """The same trace in the simulator (`POST /v1/whatif`, the platform's policy, one CPU worker
-    with this machine's cores, the profiles the platform measured, the request path drawn from
-    `overhead`, each query taking `request_cpu_ms` of core time beside the instances)."""
+    """The same trace in the simulator (`POST /v1/whatif`, the platform's policy starting with
+    nothing loaded as the server did, one CPU worker with this machine's cores, the profiles the
+    platform measured, the request path drawn from `overhead`, each query taking
+    `request_cpu_ms` of core time beside the instances)."""
     body = {"trace": {"csv": csv}, "policies": ["infaas_greedy"], "cpu_workers": 1,
             "cpu_cores": cores, "gpu_workers": 0, "request_overhead_ms": overhead,
-            "request_cpu_ms": request_cpu_ms}
+            "request_cpu_ms": request_cpu_ms, "cold_start": True}
     s, b = serving.http("POST", f"{server.base}/v1/whatif", json.dumps(body).encode(),
                         {**server.auth, "content-type": "application/json"})
     assert s == 202, b

@@ -71,6 +71,11 @@ pub struct Cluster {
     /// rate times this figure) exceed its cores, the CPU batches started there run slower in
     /// proportion (the cores shared alike). 0: none, a worker's cores are its instances' alone.
     pub request_cpu_ms: f64,
+    /// The platform's policies (`infaas_greedy`, `infaas_exact`) start with no instance
+    /// loaded, as a server that has just started: the first queries' selection loads what they
+    /// need. Otherwise (the default) they start with what the platform holds after serving the
+    /// trace's opening traffic. The baselines provision as always.
+    pub cold_start: bool,
     /// SIMULATED interference: noisy neighbours that slow every batch on a worker.
     pub noise: Vec<Noise>,
     /// Offline jobs submitted during the run (part of the workload), worked through on spare
@@ -208,6 +213,7 @@ impl Default for Cluster {
             worker_tick_ms: 2_000.0,
             request_overhead_ms: Vec::new(),
             request_cpu_ms: 0.0,
+            cold_start: false,
             noise: Vec::new(),
             jobs: Vec::new(),
         }
@@ -332,6 +338,8 @@ pub struct World<'a> {
     pub threads: &'a [usize],
     /// Per snapshot worker: whether the worker autoscaler started it (it may stop it again).
     pub provisioned: &'a [bool],
+    /// The platform's policy starts with nothing loaded ([`Cluster::cold_start`]).
+    pub cold_start: bool,
 }
 
 /// The workers as the worker autoscaler sees them.
@@ -765,6 +773,7 @@ impl<'t> Engine<'t> {
             busy,
             threads,
             provisioned: &self.provisioned,
+            cold_start: self.cluster.cold_start,
         }
     }
 

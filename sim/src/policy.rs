@@ -701,8 +701,11 @@ impl Policy for Infaas {
     /// What the platform holds after serving the trace's opening traffic: per application,
     /// the model selection loads for its first query (its SLO, no minimum accuracy), and the
     /// instances the model period plans for that model at the application's opening rate
-    /// ([`World::opening_rate`]), loaded before the trace starts.
+    /// ([`World::opening_rate`]), loaded before the trace starts. Nothing on a cold start.
     fn provision(&mut self, world: &World) -> Vec<Change> {
+        if world.cold_start {
+            return Vec::new();
+        }
         let s = world.snapshot;
         let mut opening: Vec<(String, f64, Option<f64>, Option<f64>)> = Vec::new();
         for (a, app) in world.apps.iter().enumerate() {
@@ -1240,6 +1243,56 @@ mod tests {
         let (wide, wide_shared) = (run_with(16, 0.0), run_with(16, 2.0));
         assert_eq!(p50(&wide_shared), p50(&wide));
         assert_eq!(wide.summary.p99_ms, wide_shared.summary.p99_ms);
+    }
+
+    /// A cold start: the platform's policy provisions nothing and its first query loads what
+    /// it needs (the first queries wait for the load, 1 s on the CPU); the baselines provision
+    /// as always.
+    #[test]
+    fn on_a_cold_start_the_first_queries_load_what_they_need() {
+        let t = trace("poisson:rate=100,duration=20,app=m,slo=100");
+        let run_with = |policy: &str, cold_start: bool| {
+            let c = Cluster {
+                cold_start,
+                ..cluster()
+            };
+            let variants = variants_for(&t, &catalogue(), &c).unwrap();
+            let mut p = by_name(policy, ScalingConfig::default()).unwrap();
+            simulate(&t, variants, &c, p.as_mut(), &mut |_, _| {}).unwrap()
+        };
+        let (warm, cold) = (
+            run_with("infaas_greedy", false),
+            run_with("infaas_greedy", true),
+        );
+        let count = |r: &PolicyReport, kind: &str| r.actions_by_kind.get(kind).copied();
+        assert!(
+            count(&warm, "provision") > Some(0),
+            "{:?}",
+            warm.actions_by_kind
+        );
+        assert_eq!(
+            count(&cold, "provision"),
+            None,
+            "{:?}",
+            cold.actions_by_kind
+        );
+        assert!(
+            count(&cold, "load-on-demand") > Some(0),
+            "{:?}",
+            cold.actions_by_kind
+        );
+        // The queries of the first second waited for the load; later ones are served.
+        assert!(warm.series[0].slo_attainment.unwrap() > 0.99);
+        assert!(
+            cold.series[0].slo_attainment.unwrap() < 0.5,
+            "{:?}",
+            cold.series[0]
+        );
+        assert!(cold.series[10..20]
+            .iter()
+            .all(|p| p.slo_attainment.is_some_and(|a| a > 0.95)));
+        let fixed = |cold_start| run_with("static_peak", cold_start).actions_by_kind;
+        assert_eq!(fixed(true), fixed(false));
     }
 
     /// The test cluster with worker 1 three times slower from second 15 on (SIMULATED noise).

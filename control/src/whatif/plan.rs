@@ -178,6 +178,7 @@ pub fn cluster(
     let defaults = Cluster::default();
     let cluster = Cluster {
         request_cpu_ms,
+        cold_start: req.cold_start.unwrap_or(false),
         max_cpu_workers: max_cpu as usize,
         max_gpu_workers: max_gpu as usize,
         worker_start_ms: start_s * 1e3,
@@ -389,6 +390,7 @@ mod tests {
             worker_start_s: None,
             request_overhead_ms: None,
             request_cpu_ms: None,
+            cold_start: None,
         }
     }
 
@@ -453,16 +455,17 @@ mod tests {
         .unwrap();
         assert_eq!((c.cpu_workers, c.cpu_cores, c.gpu_workers), (2, 8, 0));
         assert_eq!(c.worker_memory_bytes, 1 << 30);
-        assert_eq!(c.request_cpu_ms, 0.0);
+        assert_eq!((c.request_cpu_ms, c.cold_start), (0.0, false));
         assert_eq!((s.slack, s.scale_down), (a.slack, a.scale_down));
         assert_eq!((v.cpu_workers, v.cpu_cores, v.slack), (2, 8, a.slack));
         let mut r = request(TraceSource::Csv(String::new()));
         r.cpu_workers = Some(5);
         r.slack = Some(2.1);
         r.request_cpu_ms = Some(0.75);
+        r.cold_start = Some(true);
         let (c, s, _) = cluster(&r, &live, &a, Prices::default()).unwrap();
         assert_eq!(c.cpu_workers, 5);
-        assert_eq!(c.request_cpu_ms, 0.75);
+        assert_eq!((c.request_cpu_ms, c.cold_start), (0.75, true));
         assert!((s.scale_down - 3.0).abs() < 1e-9);
         let base = || request(TraceSource::Csv(String::new()));
         // No worker at all: sizes within the limits, a cluster that cannot be simulated.

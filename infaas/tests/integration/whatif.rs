@@ -398,13 +398,14 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
     assert_eq!(svg.matches(r#"<g class="series s2">"#).count(), 3);
     assert!(svg.contains("infaas_greedy") && svg.contains("SIMULATED"));
 
-    // The request path's core time (`request_cpu_ms`): on a one-core worker, 50 queries/s of
-    // 10 core-ms each take half the core from the instance, whose runs then take about 1.5x
-    // their profile; without it the same trace runs at the profile's speed.
+    // The request path's core time (`request_cpu_ms`): on one worker with the live workers'
+    // cores (any variant fits), 50 queries/s of 1,000 core-ms each ask for 50 cores beside the
+    // instance, whose runs then take (threads + 50) / cores times their profile (25x on two
+    // cores); without it the same trace runs at the profile's speed.
     let mut p50 = Vec::new();
-    for cpu_ms in [0.0, 10.0] {
+    for cpu_ms in [0.0, 1000.0] {
         let body = json!({"trace": {"generate": SPEC}, "policies": ["static_peak"],
-            "cpu_workers": 1, "cpu_cores": 1, "gpu_workers": 0, "request_cpu_ms": cpu_ms});
+            "cpu_workers": 1, "gpu_workers": 0, "request_cpu_ms": cpu_ms});
         let run = start_when_free(&p, &t, body).await;
         let id = run["id"].as_str().unwrap().to_string();
         let run = wait_run(&p, &t, &id, Duration::from_secs(120)).await;
@@ -417,6 +418,23 @@ async fn recorded_traffic_and_whatif_runs(b: &Backends) {
         p50[1] > 1.3 * p50[0],
         "p50 without and with the request path's core time: {p50:?}"
     );
+
+    // A cold start (`cold_start`): the platform's policy starts with nothing loaded, and the
+    // first query's selection loads what it needs, as on a server that has just started.
+    let mut kinds = Vec::new();
+    for cold in [false, true] {
+        let body = json!({"trace": {"generate": SPEC}, "policies": ["infaas_greedy"],
+            "cold_start": cold});
+        let run = start_when_free(&p, &t, body).await;
+        let id = run["id"].as_str().unwrap().to_string();
+        let run = wait_run(&p, &t, &id, Duration::from_secs(120)).await;
+        kinds.push(check_results(&run, &["infaas_greedy"])[0]["actions_by_kind"].clone());
+        let a = p.delete(&t, &format!("/v1/whatif/{id}")).await;
+        assert_eq!(a.status, StatusCode::NO_CONTENT, "{}", a.text);
+    }
+    assert!(kinds[0]["provision"].as_u64() > Some(0), "{kinds:?}");
+    assert!(kinds[1].get("provision").is_none(), "{kinds:?}");
+    assert!(kinds[1]["load-on-demand"].as_u64() > Some(0), "{kinds:?}");
 
     // A run of the recorded traffic replays the 35 queries.
     let recorded = start_when_free(

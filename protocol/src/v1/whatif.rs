@@ -98,6 +98,13 @@ pub struct WhatIfRequest {
     #[schema(minimum = 0.0, maximum = 1000.0)]
     #[serde(default)]
     pub request_cpu_ms: Option<f64>,
+    /// The platform's policies (`infaas_greedy`, `infaas_exact`) start with no instance
+    /// loaded, as a server that has just started, and the first queries' selection loads what
+    /// they need: the replay of a trace sent to a fresh server. Default false: they start with
+    /// what the platform holds after serving the trace's opening traffic. The baselines
+    /// provision as always.
+    #[serde(default)]
+    pub cold_start: Option<bool>,
 }
 
 /// The trace a run replays.

@@ -249,6 +249,7 @@ fn request(form: &WhatIfForm, checked: &[String]) -> Result<WhatIfRequest, ApiEr
         worker_start_s: None,
         request_overhead_ms: None,
         request_cpu_ms: None,
+        cold_start: None,
     })
 }
 

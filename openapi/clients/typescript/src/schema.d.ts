@@ -1681,6 +1681,14 @@ export interface components {
         /** @description `POST /v1/whatif`: simulate a trace on the tenant's applications under some policies. */
         WhatIfRequest: {
             /**
+             * @description The platform's policies (`infaas_greedy`, `infaas_exact`) start with no instance
+             *     loaded, as a server that has just started, and the first queries' selection loads what
+             *     they need: the replay of a trace sent to a fresh server. Default false: they start with
+             *     what the platform holds after serving the trace's opening traffic. The baselines
+             *     provision as always.
+             */
+            cold_start?: boolean | null;
+            /**
              * Format: int32
              * @description Cores (intra-op threads) a simulated worker offers (default: the most cores of a live
              *     worker).

@@ -25,6 +25,12 @@ class WhatIfRequest:
         policies (list[WhatIfPolicyName]): Policies to compare, each at most once, in the order given.
         trace (TraceSourceType0 | TraceSourceType1 | TraceSourceType2): Where a run's trace comes from: exactly one of
             `recorded`, `csv` or `generate`.
+        cold_start (bool | None | Unset): The platform's policies (`infaas_greedy`, `infaas_exact`) start with no
+            instance
+            loaded, as a server that has just started, and the first queries' selection loads what
+            they need: the replay of a trace sent to a fresh server. Default false: they start with
+            what the platform holds after serving the trace's opening traffic. The baselines
+            provision as always.
         cpu_cores (int | None | Unset): Cores (intra-op threads) a simulated worker offers (default: the most cores of a
             live
             worker).
@@ -60,6 +66,7 @@ class WhatIfRequest:
 
     policies: list[WhatIfPolicyName]
     trace: TraceSourceType0 | TraceSourceType1 | TraceSourceType2
+    cold_start: bool | None | Unset = UNSET
     cpu_cores: int | None | Unset = UNSET
     cpu_workers: int | None | Unset = UNSET
     gpu_workers: int | None | Unset = UNSET
@@ -86,6 +93,12 @@ class WhatIfRequest:
             trace = self.trace.to_dict()
         else:
             trace = self.trace.to_dict()
+
+        cold_start: bool | None | Unset
+        if isinstance(self.cold_start, Unset):
+            cold_start = UNSET
+        else:
+            cold_start = self.cold_start
 
         cpu_cores: int | None | Unset
         if isinstance(self.cpu_cores, Unset):
@@ -152,6 +165,8 @@ class WhatIfRequest:
                 "trace": trace,
             }
         )
+        if cold_start is not UNSET:
+            field_dict["cold_start"] = cold_start
         if cpu_cores is not UNSET:
             field_dict["cpu_cores"] = cpu_cores
         if cpu_workers is not UNSET:
@@ -211,6 +226,15 @@ class WhatIfRequest:
             return componentsschemas_trace_source_type_2
 
         trace = _parse_trace(d.pop("trace"))
+
+        def _parse_cold_start(data: object) -> bool | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(bool | None | Unset, data)
+
+        cold_start = _parse_cold_start(d.pop("cold_start", UNSET))
 
         def _parse_cpu_cores(data: object) -> int | None | Unset:
             if data is None:
@@ -304,6 +328,7 @@ class WhatIfRequest:
         what_if_request = cls(
             policies=policies,
             trace=trace,
+            cold_start=cold_start,
             cpu_cores=cpu_cores,
             cpu_workers=cpu_workers,
             gpu_workers=gpu_workers,
