@@ -11,7 +11,7 @@ use infaas_sim::generate::Generator;
 use infaas_sim::policy::{baseline_accuracy, by_name, NAMES};
 use infaas_sim::report::{series_csv, PolicyReport};
 use infaas_sim::trace::Trace;
-use infaas_sim::{simulate, variants_for, Cluster, MAX_REQUEST_CPU_MS};
+use infaas_sim::{request_cpu_ms_accepted, simulate, variants_for, Cluster, MAX_REQUEST_CPU_MS};
 use infaas_web::whatif::{plot_svg, PolicyLines};
 
 #[derive(Debug, Args)]
@@ -140,9 +140,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         cold_start: args.cold_start,
         ..Cluster::default()
     };
-    if !(args.request_cpu_ms.is_finite()
-        && (0.0..=MAX_REQUEST_CPU_MS).contains(&args.request_cpu_ms))
-    {
+    if !request_cpu_ms_accepted(args.request_cpu_ms) {
         anyhow::bail!(
             "--request-cpu-ms {} must be from 0 to {MAX_REQUEST_CPU_MS}",
             args.request_cpu_ms

@@ -1802,6 +1802,12 @@ impl<'t> Engine<'t> {
 /// Largest `Cluster::request_cpu_ms` the interfaces accept, ms.
 pub const MAX_REQUEST_CPU_MS: f64 = 1_000.0;
 
+/// Whether `ms` is a `Cluster::request_cpu_ms` the interfaces accept: 0 to
+/// [`MAX_REQUEST_CPU_MS`].
+pub fn request_cpu_ms_accepted(ms: f64) -> bool {
+    ms.is_finite() && (0.0..=MAX_REQUEST_CPU_MS).contains(&ms)
+}
+
 /// The span over which a worker's query rate is averaged for the request path's share of its
 /// cores, ms.
 const EDGE_RATE_MS: f64 = 100.0;

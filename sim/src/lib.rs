@@ -20,6 +20,6 @@ pub mod report;
 pub use infaas_core::trace;
 
 pub use engine::{
-    simulate, simulate_recording_jobs, variants_for, Cluster, JobStep, Noise, OfflineJob, SimError,
-    MAX_REQUEST_CPU_MS,
+    request_cpu_ms_accepted, simulate, simulate_recording_jobs, variants_for, Cluster, JobStep,
+    Noise, OfflineJob, SimError, MAX_REQUEST_CPU_MS,
 };

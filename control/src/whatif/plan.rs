@@ -23,8 +23,6 @@ pub const MAX_WORKERS: u32 = 256;
 pub const MAX_CORES: u32 = 1024;
 /// Highest headroom a run may ask for.
 pub const MAX_SLACK: f64 = 100.0;
-/// Largest `request_cpu_ms`, ms.
-const MAX_REQUEST_CPU_MS: f64 = infaas_sim::MAX_REQUEST_CPU_MS;
 /// Most values of `request_overhead_ms`.
 pub const MAX_OVERHEAD_SAMPLES: usize = 10_000;
 
@@ -170,9 +168,10 @@ pub fn cluster(
         )));
     }
     let request_cpu_ms = req.request_cpu_ms.unwrap_or(0.0);
-    if !(request_cpu_ms.is_finite() && (0.0..=MAX_REQUEST_CPU_MS).contains(&request_cpu_ms)) {
+    if !infaas_sim::request_cpu_ms_accepted(request_cpu_ms) {
         return Err(Error::Invalid(format!(
-            "request_cpu_ms {request_cpu_ms} must be from 0 to {MAX_REQUEST_CPU_MS} ms"
+            "request_cpu_ms {request_cpu_ms} must be from 0 to {} ms",
+            infaas_sim::MAX_REQUEST_CPU_MS
         )));
     }
     let defaults = Cluster::default();
