@@ -20,6 +20,7 @@ use ort::session::{OutputSelector, RunOptions, Session};
 use ort::value::{DynValue, TensorElementType, ValueType};
 use serde::{Deserialize, Serialize};
 
+use crate::denormals::FlushToZero;
 use crate::runtime::{self, RuntimeError};
 use crate::simulated::LatencyProfile;
 
@@ -553,6 +554,7 @@ impl DirectSession {
     }
 
     pub fn run(&mut self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>, EngineError> {
+        let _flush = FlushToZero::enter();
         run_session(
             &mut self.session,
             &self.signature,
@@ -690,6 +692,10 @@ fn build_session(
         // Idle intra-op threads sleep instead of spinning: instances share cores with each
         // other and with the HTTP server, and a spinning pool starves both.
         .with_intra_op_spinning(false)
+        .map_err(|e| load(e.into()))?
+        // Subnormals flushed on the intra-op pool's threads; the running thread's own flags
+        // are set for each run (`crate::denormals`).
+        .with_flush_to_zero()
         .map_err(|e| load(e.into()))?;
     if let Some(path) = &cfg.optimized_model_out {
         builder = builder

@@ -3,6 +3,7 @@
 pub mod accuracy;
 pub mod batcher;
 pub mod calibration;
+mod denormals;
 pub mod engine;
 pub mod profiler;
 pub mod runtime;

@@ -652,3 +652,55 @@ fn simulated_device_holds_each_run_for_the_profiled_latency() {
         assert_eq!(got, plain.run_blocking(vec![digits_rows(rows)]).unwrap());
     }
 }
+
+/// Subnormal floats are flushed to zero in every run, whichever thread runs it: the engine's
+/// own (for every engine, not only the process's first session, which is all ONNX Runtime's own
+/// setting reaches) and a caller's through [`InlineRunner`], whose flags are left as they were.
+/// 1e-20 squared (1e-40) is subnormal; 2e-19 squared (4e-38) is not.
+#[test]
+fn subnormal_results_are_zero_on_every_thread_that_runs_a_session() {
+    if !runtime_ready() {
+        return;
+    }
+    let model = read(&fixture("square.onnx"));
+    let x = || {
+        Tensor::new(
+            "x",
+            vec![1, 4],
+            TensorData::Fp32(vec![1e-20, 2e-19, 3.0, -1e-20]),
+        )
+        .unwrap()
+    };
+    let normal = std::hint::black_box(2e-19_f32);
+    let want = [0.0_f32, normal * normal, 9.0, 0.0];
+    let values = |out: Vec<Tensor>| match &out[0].data {
+        TensorData::Fp32(v) => v.clone(),
+        other => panic!("expected fp32, got {other:?}"),
+    };
+    let engines: Vec<Engine> = (0..2)
+        .map(|_| Engine::load(model.clone(), &SessionConfig::default()).unwrap())
+        .collect();
+    for engine in &engines {
+        let y = values(engine.run_blocking(vec![x()]).unwrap());
+        assert_eq!(y.len(), 4);
+        for (got, want) in y.iter().zip(want) {
+            assert_eq!(*got, want, "engine thread: {y:?}");
+        }
+    }
+    let tiny = std::hint::black_box(1e-20_f32);
+    match engines[1]
+        .inline_runner()
+        .try_run(vec![x()], Duration::from_secs(1))
+    {
+        infaas_executors::engine::Inline::Ran(out) => {
+            let y = values(out.unwrap());
+            assert_eq!(y[0], 0.0, "inline: {y:?}");
+            assert_eq!(y[1], want[1], "inline: {y:?}");
+        }
+        infaas_executors::engine::Inline::Declined(_) => panic!("an idle session runs inline"),
+    }
+    assert!(
+        (tiny * tiny).is_subnormal(),
+        "the caller's thread keeps its own float flags after an inline run"
+    );
+}

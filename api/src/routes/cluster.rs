@@ -57,6 +57,10 @@ pub struct InstanceView {
     pub requests_total: u64,
     pub latency_p50_ms: f64,
     pub latency_p99_ms: f64,
+    /// Session run time per batch over the last 1,000 runs (the service time; the rest of
+    /// `latency_*` is waiting in the queue and on the way there), in ms.
+    pub exec_p50_ms: f64,
+    pub exec_p99_ms: f64,
     /// Batch sizes served: `[batch rows, count]`.
     // Described as arrays of integers: SDK generators do not read tuple schemas.
     #[schema(value_type = Vec<Vec<u64>>)]
@@ -182,6 +186,8 @@ pub fn worker_views(state: &AppState, tenant_id: &str) -> Vec<WorkerView> {
                     requests_total: i.requests_total,
                     latency_p50_ms: i.latency_p50_ms,
                     latency_p99_ms: i.latency_p99_ms,
+                    exec_p50_ms: i.exec_p50_ms,
+                    exec_p99_ms: i.exec_p99_ms,
                     batch_histogram: i.batch_histogram.clone(),
                 })
                 .collect(),

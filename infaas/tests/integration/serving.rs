@@ -842,6 +842,54 @@ async fn workers_list_the_loads_queries_wait_for() {
     p.stop().await;
 }
 
+/// `GET /v1/workers` shows each instance's service time (its session runs) beside its latency
+/// (call to answer, the queue included), from the figures the worker reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_show_an_instance_s_run_time_beside_its_latency() {
+    let Some((_backends, p, t)) = forest_without_autoscaling().await else {
+        return;
+    };
+    for i in 0..20 {
+        let (status, answer) = post(
+            &p,
+            &t,
+            "/v1/models/digits-forest/infer",
+            json!({"inputs": [digit_row("input", i)]}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+    }
+    // Figures arrive with the next heartbeat (about a second).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let instance = loop {
+        let served = alive_workers(&p, &t)
+            .await
+            .iter()
+            .flat_map(|w| w["instances"].as_array().cloned().unwrap_or_default())
+            .find(|i| i["requests_total"].as_u64().unwrap_or(0) >= 20);
+        if let Some(i) = served {
+            break i;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no instance reported 20 requests"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let f = |k: &str| {
+        instance[k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k}: {instance}"))
+    };
+    assert!(f("exec_p50_ms") > 0.0, "{instance}");
+    assert!(f("exec_p99_ms") >= f("exec_p50_ms"), "{instance}");
+    assert!(
+        f("latency_p50_ms") >= f("exec_p50_ms"),
+        "a call waits at least its run: {instance}"
+    );
+    p.stop().await;
+}
+
 async fn alive_workers(p: &Platform, t: &Tenant) -> Vec<Value> {
     let w = p.get(t, "/v1/workers").await;
     assert_eq!(w.status, StatusCode::OK, "{}", w.text);

@@ -815,6 +815,14 @@ export interface components {
             batch_histogram: number[][];
             /** @description Whether its threads count in the worker's `busy_threads`. */
             busy: boolean;
+            /**
+             * Format: double
+             * @description Session run time per batch over the last 1,000 runs (the service time; the rest of
+             *     `latency_*` is waiting in the queue and on the way there), in ms.
+             */
+            exec_p50_ms: number;
+            /** Format: double */
+            exec_p99_ms: number;
             /** Format: double */
             latency_p50_ms: number;
             /** Format: double */

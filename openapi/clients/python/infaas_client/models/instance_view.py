@@ -15,6 +15,9 @@ class InstanceView:
     Attributes:
         batch_histogram (list[list[int]]): Batch sizes served: `[batch rows, count]`.
         busy (bool): Whether its threads count in the worker's `busy_threads`.
+        exec_p50_ms (float): Session run time per batch over the last 1,000 runs (the service time; the rest of
+            `latency_*` is waiting in the queue and on the way there), in ms.
+        exec_p99_ms (float):
         latency_p50_ms (float):
         latency_p99_ms (float):
         max_batch (int):
@@ -28,6 +31,8 @@ class InstanceView:
 
     batch_histogram: list[list[int]]
     busy: bool
+    exec_p50_ms: float
+    exec_p99_ms: float
     latency_p50_ms: float
     latency_p99_ms: float
     max_batch: int
@@ -47,6 +52,10 @@ class InstanceView:
             batch_histogram.append(batch_histogram_item)
 
         busy = self.busy
+
+        exec_p50_ms = self.exec_p50_ms
+
+        exec_p99_ms = self.exec_p99_ms
 
         latency_p50_ms = self.latency_p50_ms
 
@@ -72,6 +81,8 @@ class InstanceView:
             {
                 "batch_histogram": batch_histogram,
                 "busy": busy,
+                "exec_p50_ms": exec_p50_ms,
+                "exec_p99_ms": exec_p99_ms,
                 "latency_p50_ms": latency_p50_ms,
                 "latency_p99_ms": latency_p99_ms,
                 "max_batch": max_batch,
@@ -98,6 +109,10 @@ class InstanceView:
 
         busy = d.pop("busy")
 
+        exec_p50_ms = d.pop("exec_p50_ms")
+
+        exec_p99_ms = d.pop("exec_p99_ms")
+
         latency_p50_ms = d.pop("latency_p50_ms")
 
         latency_p99_ms = d.pop("latency_p99_ms")
@@ -119,6 +134,8 @@ class InstanceView:
         instance_view = cls(
             batch_histogram=batch_histogram,
             busy=busy,
+            exec_p50_ms=exec_p50_ms,
+            exec_p99_ms=exec_p99_ms,
             latency_p50_ms=latency_p50_ms,
             latency_p99_ms=latency_p99_ms,
             max_batch=max_batch,
