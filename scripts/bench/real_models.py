@@ -20,7 +20,8 @@ In one run it measures:
 2. Poisson 1-row queries at 0.5x and 0.8x of that capacity, with an SLO of 10x the model's
    batch-1 latency (raw ONNX Runtime, one thread), as a trace replayed by `infaas loadgen
    --trace`: SLO attainment, p50/p99, and, sampled every 250 ms from `GET /v1/workers`, the
-   threads of busy instances against the cores; then the same trace in the simulator
+   threads of busy instances against the cores and each serving instance's run time (p50) and
+   mean batch beside its idle profile; then the same trace in the simulator
    (`POST /v1/whatif`: the platform's policy from a cold start, as the server's, one worker with
    this machine's cores, the profiles the platform measured, the edge twin's latency one query at a time as the request path, and
    the request's cost `c` as the core time each query takes from the instances' cores), whose
@@ -142,7 +143,8 @@ def raw_ort(model_path: str, npz_path: str) -> dict:
 
 
 class Sampler(threading.Thread):
-    """Samples `GET /v1/workers` every 250 ms: busy threads against cores, instances, states."""
+    """Samples `GET /v1/workers` every 250 ms: busy threads against cores, instances, states,
+    the serving instances' run times and batches."""
 
     def __init__(self, server: serving.Server):
         super().__init__(daemon=True)
@@ -160,6 +162,9 @@ class Sampler(threading.Thread):
                         "busy_threads": w["busy_threads"],
                         "busy_instance_threads": busy_instance_threads,
                         "instances": [(i["variant"], i["state"], i["threads"]) for i in w["instances"]],
+                        # Run time per batch of the instances serving now, with their batch sizes.
+                        "runs": [(i["variant"], i["exec_p50_ms"], i["batch_histogram"]) for i in w["instances"]
+                                 if i["qps"] > 0 and i["exec_p50_ms"] > 0],
                     })
             time.sleep(0.25)
 
@@ -178,7 +183,29 @@ class Sampler(threading.Thread):
             "max_instances": max(len(s["instances"]) for s in self.samples),
             "states": sorted({st for s in self.samples for (_, st, _) in s["instances"]}),
             "variants": sorted({v for s in self.samples for (v, _, _) in s["instances"]}),
+            # Per variant: the median over the samples of its run time's p50 (ms; each over its
+            # latest 1,000 runs) and the mean batch of the runs in this phase (rows).
+            "runs": {v: {"exec_p50_ms": float(np.median([e for (u, e, _) in runs if u == v])),
+                         "mean_batch": mean_batch([h for (u, _, h) in runs if u == v])}
+                     for runs in [[r for s in self.samples for r in s["runs"]]]
+                     for v in sorted({u for (u, _, _) in runs})},
         }
+
+
+def mean_batch(histograms: list) -> float:
+    """Mean rows a run between the first and the last of an instance's cumulative batch
+    histograms (`[rows, runs]` pairs)."""
+    first, last = dict(map(tuple, histograms[0])), dict(map(tuple, histograms[-1]))
+    runs = {b: c - first.get(b, 0) for b, c in last.items()}
+    n = sum(runs.values())
+    return sum(b * c for b, c in runs.items()) / n if n > 0 else 0.0
+
+
+def profile_ms(server: serving.Server, model: str) -> dict:
+    """Each variant's profiled mean latency per batch size, ms, as the registration measured it."""
+    s, b = serving.http("GET", f"{server.base}/v1/models/{model}", headers=server.auth)
+    assert s == 200, b
+    return {v["name"]: {p["batch"]: p["mean_ms"] for p in v["latency"]} for v in json.loads(b)["variants"]}
 
 
 def write_trace(path: str, app: str, rate: float, duration: float, slo: float, seed: int,
@@ -350,6 +377,19 @@ def main() -> int:
             [*base, "--rate", "0", "--connections", str(a.connections), "--duration", f"{a.duration}"])
         sat = results["saturation"]["throughput_per_s"] / capacity
         events = server.scaling_events(app)
+        # Run time under load beside the idle profile: each serving variant's median run
+        # (p50 over its latest 1,000 runs) and the mean batch of its runs in the phase.
+        profiles = profile_ms(server, a.model)
+        for k, r in results.items():
+            runs = r["threads"].get("runs", {})
+            for v, run in runs.items():
+                run["profile_ms"] = profiles.get(v, {})
+            print(f"  {k}: runs under load: "
+                  + ", ".join(f"{v.split('.', 1)[1]} p50 {run['exec_p50_ms']:.2f} ms at a mean batch of "
+                              f"{run['mean_batch']:.2f} (idle profile at batch 1: "
+                              f"{run['profile_ms'].get(1, float('nan')):.2f} ms)"
+                              for v, run in runs.items()),
+                  flush=True)
         report = {
             "model": a.model, "date": started, "cores": cores, "raw_ort": raw,
             "healthz_rps": healthz["rps"], "edge_twin_rps": cap["twin_rps"], "capacity_rows_per_s": capacity, "slo_ms": slo,
