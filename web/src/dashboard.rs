@@ -327,8 +327,12 @@ pub struct InstanceRow {
     pub queue_rows: usize,
     pub qps: String,
     pub requests: u64,
+    /// Latency, call to answer (the queue included).
     pub p50: String,
     pub p99: String,
+    /// The session's run time per batch.
+    pub run_p50: String,
+    pub run_p99: String,
 }
 
 /// A worker with its hardware, utilisation and the tenant's instances.

@@ -586,5 +586,10 @@ async fn assets_and_headers(b: &Backends) {
     // The embedded worker is listed with its hardware.
     let html = resp.text().await.unwrap();
     assert!(html.contains("<dt>Hardware</dt><dd>cpu"), "{html}");
+    // Instances show their latency (queue included) beside their run time.
+    assert!(
+        html.contains(">Latency p50</th>") && html.contains(">Run p50</th>"),
+        "{html}"
+    );
     s.stop().await;
 }

@@ -375,6 +375,8 @@ pub async fn workers(State(state): State<AppState>, session: Session) -> PageRes
                     requests: i.requests_total,
                     p50: format::millis(i.latency_p50_ms),
                     p99: format::millis(i.latency_p99_ms),
+                    run_p50: format::millis(i.exec_p50_ms),
+                    run_p99: format::millis(i.exec_p99_ms),
                 })
                 .collect(),
             loading: w
