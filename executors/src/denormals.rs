@@ -49,9 +49,8 @@ impl FlushToZero {
 #[cfg(target_arch = "x86_64")]
 impl Drop for FlushToZero {
     fn drop(&mut self) {
-        if read_mxcsr() != self.saved {
-            write_mxcsr(self.saved);
-        }
+        // Also clears the exception flags the run raised (sticky bits of the same register).
+        write_mxcsr(self.saved);
     }
 }
 

@@ -183,13 +183,19 @@ class Sampler(threading.Thread):
             "max_instances": max(len(s["instances"]) for s in self.samples),
             "states": sorted({st for s in self.samples for (_, st, _) in s["instances"]}),
             "variants": sorted({v for s in self.samples for (v, _, _) in s["instances"]}),
-            # Per variant: the median over the samples of its run time's p50 (ms; each over its
-            # latest 1,000 runs) and the mean batch of the runs in this phase (rows).
-            "runs": {v: {"exec_p50_ms": float(np.median([e for (u, e, _) in runs if u == v])),
-                         "mean_batch": mean_batch([h for (u, _, h) in runs if u == v])}
-                     for runs in [[r for s in self.samples for r in s["runs"]]]
-                     for v in sorted({u for (u, _, _) in runs})},
+            "runs": self.runs(),
         }
+
+    def runs(self) -> dict:
+        """Per serving variant: the median over the samples of its run time's p50 (ms; each
+        over its latest 1,000 runs) and the mean batch of its runs in this phase (rows)."""
+        by_variant: dict = {}
+        for s in self.samples:
+            for variant, exec_p50, histogram in s["runs"]:
+                by_variant.setdefault(variant, []).append((exec_p50, histogram))
+        return {v: {"exec_p50_ms": float(np.median([e for e, _ in seen])),
+                    "mean_batch": mean_batch([h for _, h in seen])}
+                for v, seen in sorted(by_variant.items())}
 
 
 def mean_batch(histograms: list) -> float:

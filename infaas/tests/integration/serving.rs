@@ -670,12 +670,20 @@ async fn a_variant_loaded_again_after_a_drain_serves_the_next_queries() {
     p.stop().await;
 }
 
-/// The state of the one instance of `variant` as `GET /v1/workers` shows it.
-async fn instance_state(p: &Platform, t: &Tenant, variant: &str) -> Option<String> {
+/// The caller's instances on the live workers, as `GET /v1/workers` shows them.
+async fn alive_instances(p: &Platform, t: &Tenant) -> Vec<Value> {
     alive_workers(p, t)
         .await
         .iter()
         .flat_map(|w| w["instances"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+/// The state of the one instance of `variant` as `GET /v1/workers` shows it.
+async fn instance_state(p: &Platform, t: &Tenant, variant: &str) -> Option<String> {
+    alive_instances(p, t)
+        .await
+        .into_iter()
         .find(|i| i["variant"] == variant)
         .map(|i| i["state"].as_str().unwrap().to_string())
 }
@@ -862,10 +870,9 @@ async fn workers_show_an_instance_s_run_time_beside_its_latency() {
     // Figures arrive with the next heartbeat (about a second).
     let deadline = Instant::now() + Duration::from_secs(20);
     let instance = loop {
-        let served = alive_workers(&p, &t)
+        let served = alive_instances(&p, &t)
             .await
-            .iter()
-            .flat_map(|w| w["instances"].as_array().cloned().unwrap_or_default())
+            .into_iter()
             .find(|i| i["requests_total"].as_u64().unwrap_or(0) >= 20);
         if let Some(i) = served {
             break i;
