@@ -105,7 +105,16 @@ log "== 1/2 infaas-onnx INT8 tests, ONNX Runtime on an emulated $cpu"
 
 log "== 2/2 zoo INT8 files: built and run here, then run on an emulated $cpu"
 INFAAS_AVX2_DIR="$work/files" CI=true "$int8_avx2" --ignored --exact prepare --nocapture
-INFAAS_AVX2_DIR="$work/files" INFAAS_AVX2_EXPECT_SATURATION=1 CI=true \
+# The emulated run differs from the native one only when this host takes the VNNI path. On a
+# host without VNNI (an AVX2-only AMD EPYC, say) the files were already built and run on the
+# saturating AVX2 path, so only agreement is checked.
+expect=0
+if grep -qwE 'avx512_vnni|avx_vnni' /proc/cpuinfo; then
+  expect=1
+else
+  log "this host has no VNNI: its own run already took the AVX2 path; checking agreement only"
+fi
+INFAAS_AVX2_DIR="$work/files" INFAAS_AVX2_EXPECT_SATURATION=$expect CI=true \
   emulated "$int8_avx2" --ignored --exact check --nocapture
 
 log "INT8 on an emulated $cpu: passed ($((SECONDS - started)) s)"
