@@ -70,19 +70,28 @@ impl VariantEntry {
         }
     }
 
-    /// Predicted p99 latency in ms of a query of `rows` rows joining a queue of `queue_len` rows:
-    /// the profiled p99 at the batch the query joins (`min(queue_len + rows, max_batch)`) times
-    /// the number of batches the query waits for, `queue_len / max_batch` ahead of it plus the
-    /// `ceil(rows / max_batch)` it fills itself (1 for a query that fits one batch).
+    /// Profiled p99 in ms of one batch of `batch` rows ([`Self::latency_at`], scaled).
+    fn batch_ms(&self, batch: usize) -> f64 {
+        self.latency_at(batch)
+            .map_or(f64::INFINITY, |(point, scale)| point.p99_ms * scale)
+    }
+
+    /// Profiled p99 in ms of running `rows` rows from an empty queue: full batches of
+    /// `max_batch`, then one batch of the rest (what a query that finds the instance idle, or
+    /// joins a load under way, waits for).
+    fn run_ms(&self, rows: usize) -> f64 {
+        run_ms(self.max_batch.max(1), rows, |b| self.batch_ms(b))
+    }
+
+    /// Predicted p99 latency in ms of a query of `rows` rows that finds `queue_len` rows in
+    /// flight at an instance, at the worst way those rows can be split into the batch under way
+    /// (`r` of them, 1 to `min(queue_len, max_batch)`, counted whole since it may have just
+    /// started) and the rows waiting: after the batch under way, the rows waiting and the
+    /// query's own run in full batches, then the rest in one batch of at least `r` rows, since
+    /// rows that arrive meanwhile join it as they joined the batch under way. On an idle
+    /// instance, [`Self::run_ms`] of its rows.
     pub fn predicted_ms(&self, queue_len: usize, rows: usize) -> f64 {
-        let max_batch = self.max_batch.max(1);
-        let rows = rows.max(1);
-        let join = (queue_len + rows).min(max_batch);
-        let Some((point, scale)) = self.latency_at(join) else {
-            return f64::INFINITY;
-        };
-        let own_batches = rows.div_ceil(max_batch) as f64;
-        point.p99_ms * scale * (own_batches + queue_len.div_ceil(max_batch) as f64)
+        predicted_ms(self.max_batch.max(1), queue_len, rows, |b| self.batch_ms(b))
     }
 
     /// Profiled p99 in ms of a query of `rows` rows on an idle instance.
@@ -109,21 +118,20 @@ impl VariantEntry {
     }
 
     /// Saturation throughput in rows/s that still meets a latency SLO of `slo_ms`: full
-    /// batches of the largest batch (up to `max_batch`) whose p99 leaves room in the SLO for
-    /// waiting out one batch under way ([`Self::predicted_ms`] of a query joining a queue is at
-    /// least two batches). Selection sends an instance only the queries it predicts within the
-    /// SLO, so its batches stay that small; a variant none of whose batches does (its one-row
-    /// run takes more than half the SLO) serves queries only while idle, one at a time: its
-    /// one-row throughput. Without an SLO, [`Self::peak_qps`].
+    /// batches of the largest batch `b` (up to `max_batch`) at which selection still sends the
+    /// instance every query. In that steady state a query finds a batch of `b` under way and
+    /// fewer than `b` rows waiting, and runs in the next batch of `b`: [`Self::predicted_ms`]
+    /// of that split is `2 x p99(b)`, and `b` fits when that is within the SLO. Selection sends
+    /// an instance only the queries it predicts within the SLO, so its batches stay that small;
+    /// a variant none of whose batches fits (its one-row run takes more than half the SLO)
+    /// serves queries only while idle, one at a time: its one-row throughput. Without an SLO,
+    /// [`Self::peak_qps`].
     pub fn peak_qps_within(&self, slo_ms: Option<f64>) -> f64 {
         let Some(slo) = slo_ms else {
             return self.peak_qps();
         };
         let max_batch = self.max_batch.max(1);
-        let fits = |b: usize| {
-            self.latency_at(b)
-                .is_some_and(|(p, scale)| 2.0 * p.p99_ms * scale <= slo)
-        };
+        let fits = |b: usize| self.batch_ms(b) + self.run_ms(b) <= slo;
         if fits(max_batch) {
             return self.peak_qps();
         }
@@ -137,6 +145,42 @@ impl VariantEntry {
             })
             .unwrap_or_else(|| self.peak_qps_at(1))
     }
+}
+
+/// [`VariantEntry::run_ms`] for a variant of `max_batch` (at least 1) whose batch of `b` rows
+/// takes `batch_ms(b)`.
+fn run_ms(max_batch: usize, rows: usize, batch_ms: impl Fn(usize) -> f64) -> f64 {
+    let (full, rest) = (rows / max_batch, rows % max_batch);
+    let mut ms = 0.0;
+    if full > 0 {
+        ms += full as f64 * batch_ms(max_batch);
+    }
+    if rest > 0 {
+        ms += batch_ms(rest);
+    }
+    ms
+}
+
+/// [`VariantEntry::predicted_ms`] for a variant of `max_batch` (at least 1) whose batch of `b`
+/// rows takes `batch_ms(b)`.
+fn predicted_ms(
+    max_batch: usize,
+    queue_len: usize,
+    rows: usize,
+    batch_ms: impl Fn(usize) -> f64,
+) -> f64 {
+    let rows = rows.max(1);
+    if queue_len == 0 {
+        return run_ms(max_batch, rows, batch_ms);
+    }
+    (1..=queue_len.min(max_batch))
+        .map(|r| {
+            let after = queue_len - r + rows;
+            let (full, rest) = (after / max_batch, after % max_batch);
+            let last = if rest > 0 { batch_ms(rest.max(r)) } else { 0.0 };
+            batch_ms(r) + full as f64 * batch_ms(max_batch) + last
+        })
+        .fold(0.0, f64::max)
 }
 
 /// A worker machine and what is in use on it.
@@ -473,9 +517,9 @@ pub struct Snapshot {
     variants: Vec<VariantEntry>,
     /// Parallel to `variants`: what selection reads of every variant a query could use.
     hot: Vec<VariantHot>,
-    /// Each tabulated variant's profiled p99 at every batch up to its max batch
-    /// ([`VariantEntry::latency_at`], scaled), where [`VariantHot`] points.
-    join_p99: Vec<f64>,
+    /// Each tabulated variant's [`VariantEntry::predicted_ms`] of a one-row query for every
+    /// queue of 0 to [`JOIN_TABLE_BATCHES`] max batches, where [`VariantHot`] points.
+    join_ms: Vec<f64>,
     workers: Vec<WorkerEntry>,
     instances: Vec<InstanceEntry>,
     /// Live in-flight counters, parallel to `instances` (`None` until one is attached).
@@ -519,13 +563,17 @@ pub struct VariantHot {
     /// [`VariantEntry::latency_ms`] of a one-row query.
     pub one_row_ms: f64,
     max_batch: u32,
-    /// Where the variant's p99 per batch 1..=`max_batch` starts in `Snapshot::join_p99`
-    /// ([`NOT_TABULATED`] for a max batch above [`TABULATED_BATCH`]).
+    /// Where the variant's one-row predictions for queues 0..=`JOIN_TABLE_BATCHES * max_batch`
+    /// start in `Snapshot::join_ms` ([`NOT_TABULATED`] for a max batch above
+    /// [`TABULATED_BATCH`]).
     table: u32,
 }
 
-/// Largest max batch whose p99 per batch [`Snapshot::predicted_one_row_ms`] tabulates.
+/// Largest max batch whose one-row predictions [`Snapshot::predicted_one_row_ms`] tabulates.
 const TABULATED_BATCH: usize = 256;
+/// Queues up to this many max batches are tabulated; a longer one (past any SLO a variant
+/// is chosen for) is computed.
+const JOIN_TABLE_BATCHES: usize = 4;
 const NOT_TABULATED: u32 = u32::MAX;
 
 /// Rank of an instance that is not Active (see `Snapshot::ranks`).
@@ -590,11 +638,13 @@ impl SnapshotBuilder {
         s.variant_ids.insert(v.id.clone(), idx);
         let max_batch = v.max_batch.max(1);
         let table = if max_batch <= TABULATED_BATCH {
-            let at = u32::try_from(s.join_p99.len()).unwrap_or(NOT_TABULATED);
-            s.join_p99.extend((1..=max_batch).map(|b| {
-                v.latency_at(b)
-                    .map_or(f64::INFINITY, |(point, scale)| point.p99_ms * scale)
-            }));
+            let at = u32::try_from(s.join_ms.len()).unwrap_or(NOT_TABULATED);
+            // Each batch's p99 once, so that the table costs O(queues x max batch) lookups.
+            let batch: Vec<f64> = (0..=max_batch).map(|b| v.batch_ms(b)).collect();
+            s.join_ms.extend(
+                (0..=JOIN_TABLE_BATCHES * max_batch)
+                    .map(|q| predicted_ms(max_batch, q, 1, |b| batch[b])),
+            );
             at
         } else {
             NOT_TABULATED
@@ -711,22 +761,14 @@ impl Snapshot {
         if queued == 0 {
             return h.one_row_ms;
         }
-        let max_batch = h.max_batch as usize;
-        let Some(&p99) = (h.table != NOT_TABULATED)
-            .then(|| {
-                self.join_p99
-                    .get(h.table as usize + (queued + 1).min(max_batch) - 1)
-            })
-            .flatten()
-        else {
-            return self.variants[variant].predicted_ms(queued, 1);
-        };
-        let ahead = if queued <= max_batch {
-            1
-        } else {
-            queued.div_ceil(max_batch)
-        };
-        p99 * (1 + ahead) as f64
+        let tabulated = (h.table != NOT_TABULATED
+            && queued <= JOIN_TABLE_BATCHES * h.max_batch as usize)
+            .then(|| self.join_ms.get(h.table as usize + queued))
+            .flatten();
+        match tabulated {
+            Some(&ms) => ms,
+            None => self.variants[variant].predicted_ms(queued, 1),
+        }
     }
 
     pub fn workers(&self) -> &[WorkerEntry] {
@@ -809,12 +851,13 @@ impl Snapshot {
 
     /// Predicted p99 in ms of a query of `rows` rows that joins the pending load of `variant`:
     /// the rest of the load (by the variant's load time; 0 once overdue), then the rows waiting
-    /// ahead of it run in batches on the new instance. `None` without a pending load.
+    /// ahead of it and its own run from an empty queue, in full batches and then the rest, on
+    /// the new instance. `None` without a pending load.
     pub fn pending_ms(&self, variant: usize, rows: usize) -> Option<f64> {
         let p = self.pending_load(variant)?;
         let v = self.variants.get(variant)?;
         let left = (p.started_ms + v.load_ms - self.clock.now_ms()).max(0.0);
-        Some(left + v.predicted_ms(p.waiting(), rows))
+        Some(left + v.run_ms(p.waiting() + rows.max(1)))
     }
 
     /// Rows ahead of a new query at an instance: the larger of the queue its worker last
@@ -1305,12 +1348,67 @@ pub(crate) mod tests {
         assert_eq!(v.predicted_ms(0, 3), 2.0);
         // Joins a batch of 4 behind 2 rows: p99(4) = 2 ms x (1 + the batch under way).
         assert_eq!(v.predicted_ms(2, 2), 4.0);
-        // However few rows are ahead, the batch under way may have just started.
-        assert_eq!(v.predicted_ms(1, 1), 2.0 * v.latency_ms(2));
-        // Queue of 16: batch of 8 (4 ms) x (1 + 2).
+        // However few rows are ahead, the batch under way may have just started: one row
+        // under way (1 ms), then its own.
+        assert_eq!(v.predicted_ms(1, 1), 2.0 * v.latency_ms(1));
+        // 16 rows ahead: the worst split is a batch of 5-8 under way (4 ms), then a batch of 8
+        // (4 ms) and the query's own, which rows arriving meanwhile fill as they filled the
+        // batch under way (4 ms): 12 ms. A single row under way (1 ms) leaves two full
+        // batches (8 ms): 9 ms.
         assert_eq!(v.predicted_ms(16, 1), 12.0);
-        // 20 rows: three batches of its own at p99(8).
-        assert_eq!(v.predicted_ms(0, 20), 12.0);
+        // 20 rows on an idle instance: two batches of 8 (4 ms each), then one of 4 (2 ms).
+        assert_eq!(v.predicted_ms(0, 20), 10.0);
+        // Eight rows ahead, at worst 5-8 of them under way: two batches of 5-8 (8 ms). With
+        // four under way, the other four and its own run in a batch of 5 (2 + 4 = 6 ms).
+        assert_eq!(v.predicted_ms(8, 1), 8.0);
+        assert_eq!(v.predicted_ms(7, 1), 8.0);
+        assert_eq!(v.predicted_ms(3, 1), 4.0);
+    }
+
+    /// GPU variants whose batches barely grow with their size (ResNet-152 on an Ampere GPU:
+    /// 48, 82, 119 and 173 ms at 1, 2, 4 and 8 rows) under a 300-ms SLO. Counted as
+    /// p99(rows ahead + 1) x (1 + the batches ahead) the batch-4 file stopped taking queries
+    /// at five rows in flight and the batch-8 one at four, below what their batches allow.
+    #[test]
+    fn a_batching_gpu_variant_takes_queries_while_the_worst_split_fits() {
+        let gpu = |max_batch: usize| {
+            let mut v = variant("gpu", "m", 0.9, 47.6);
+            v.max_batch = max_batch;
+            v.latency = vec![
+                point(1, 47.6),
+                point(2, 82.3),
+                point(4, 119.2),
+                point(8, 173.0),
+            ];
+            v
+        };
+        let taken = |v: &VariantEntry| {
+            (0..40)
+                .take_while(|&q| v.predicted_ms(q, 1) <= 300.0)
+                .count()
+        };
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Batch 4: six ahead, at worst two under way (82.3 ms), then a batch of 4 and the
+        // query's own, which later rows fill to two (119.2 + 82.3 ms).
+        let b4 = gpu(4);
+        assert!(close(b4.predicted_ms(6, 1), 82.3 + 119.2 + 82.3));
+        // Seven ahead: three under way, four waiting, then its own batch of three.
+        assert!(close(b4.predicted_ms(7, 1), 3.0 * 119.2));
+        assert_eq!(taken(&b4), 7, "queries taken with 0..=6 rows in flight");
+        // Batch 8: four ahead in a batch under way, then its own (2 x 119.2 ms); with five,
+        // two batches of 5-8 (2 x 173 ms).
+        let b8 = gpu(8);
+        assert!(close(b8.predicted_ms(4, 1), 2.0 * 119.2));
+        assert!(close(b8.predicted_ms(5, 1), 2.0 * 173.0));
+        assert_eq!(taken(&b8), 5, "queries taken with 0..=4 rows in flight");
+        // The planner's capacity under the SLO counts batches of 4 for both (2 x 119.2 ms
+        // fits, 2 x 173 does not): in that steady state a query waits out one batch and runs
+        // in the next.
+        let at_4 = b8
+            .latency_at(4)
+            .map_or(0.0, |(p, _)| peak_qps(4, p.mean_ms));
+        assert_eq!(b8.peak_qps_within(Some(300.0)), at_4);
+        assert_eq!(b4.peak_qps_within(Some(300.0)), at_4);
     }
 
     #[test]

@@ -325,6 +325,9 @@ pub struct World<'a> {
     /// [`OPENING_S`] seconds (what a policy that has been serving the traffic before the
     /// trace starts is provisioned for).
     pub opening_rate: &'a [f64],
+    /// Per application: its busiest second among those [`OPENING_S`] seconds (the burst
+    /// a policy provisioned for the opening traffic has already seen).
+    pub opening_peak_rate: &'a [f64],
     /// Per application: the highest minimum accuracy its queries asked for in those seconds
     /// (what the variants it was served with before the trace met).
     pub opening_min_accuracy: &'a [Option<f64>],
@@ -589,6 +592,7 @@ struct Engine<'t> {
     app_window: Vec<u64>,
     peak_rate: Vec<f64>,
     opening_rate: Vec<f64>,
+    opening_peak_rate: Vec<f64>,
     opening_min_accuracy: Vec<Option<f64>>,
     app_slo: Vec<Option<f64>>,
     thresholds: Thresholds,
@@ -639,10 +643,20 @@ impl<'t> Engine<'t> {
                 &cluster,
             ))?;
         }
-        let peak_rate = trace
-            .per_second()
+        let per_second = trace.per_second();
+        let peak_rate = per_second
             .iter()
             .map(|s| s.iter().copied().max().unwrap_or(0) as f64)
+            .collect();
+        let opening_peak_rate = per_second
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .take(OPENING_S as usize)
+                    .copied()
+                    .max()
+                    .unwrap_or(0) as f64
+            })
             .collect();
         let mut opening_rate = vec![0.0; trace.apps.len()];
         let mut opening_min_accuracy: Vec<Option<f64>> = vec![None; trace.apps.len()];
@@ -723,6 +737,7 @@ impl<'t> Engine<'t> {
             app_window: vec![0; trace.apps.len()],
             peak_rate,
             opening_rate,
+            opening_peak_rate,
             opening_min_accuracy,
             thresholds: Thresholds {
                 window_ms: cluster.tick_ms,
@@ -767,6 +782,7 @@ impl<'t> Engine<'t> {
             prices: &self.cluster.prices,
             peak_rate: &self.peak_rate,
             opening_rate: &self.opening_rate,
+            opening_peak_rate: &self.opening_peak_rate,
             opening_min_accuracy: &self.opening_min_accuracy,
             app_slo: &self.app_slo,
             state_age_ms: ages,
