@@ -221,6 +221,9 @@ pub struct Cluster {
     snapshot: RwLock<Arc<Snapshot>>,
     /// Refreshes run one at a time, so an older read never replaces a newer one.
     refreshing: tokio::sync::Mutex<()>,
+    /// Index rebuilds and catalog installs run one at a time, so that an index built from an
+    /// older catalog is never published after a newer catalog ([`Cluster::install_catalog`]).
+    rebuilding: Mutex<()>,
     /// Rows that arrived per variant, read by the autoscaler.
     pub demand: demand::DemandMeter,
     /// Instances being unloaded (by id): out of the index so no new query goes there.
@@ -329,6 +332,7 @@ impl Cluster {
             states: Mutex::new(HashMap::new()),
             snapshot: RwLock::new(Arc::new(Snapshot::builder().build())),
             refreshing: tokio::sync::Mutex::new(()),
+            rebuilding: Mutex::new(()),
             online: OnlineMeter::new(monitor_period(config)),
             demand: Default::default(),
             draining: Mutex::new(HashMap::new()),
@@ -734,12 +738,18 @@ impl Cluster {
     }
 
     /// Serves `fresh` from now on, and rebuilds the index, unless it holds the same variants.
+    /// The index built from `fresh` is published before `fresh` itself, and no rebuild runs in
+    /// between: a query that finds a model in the catalog finds its variants in the index (it
+    /// read the catalog first), never an index of the catalog before.
     pub fn install_catalog(&self, fresh: Catalog) {
-        if !self.catalog().same_variants(&fresh) {
-            if let Ok(mut c) = self.catalog.write() {
-                *c = Arc::new(fresh);
-            }
-            self.rebuild();
+        if self.catalog().same_variants(&fresh) {
+            return;
+        }
+        let fresh = Arc::new(fresh);
+        let _one_at_a_time = self.rebuilding.lock();
+        self.rebuild_from(&fresh);
+        if let Ok(mut c) = self.catalog.write() {
+            *c = fresh;
         }
     }
 
@@ -869,7 +879,12 @@ impl Cluster {
 
     /// Rebuilds the selection index from the catalog, live workers and their instances.
     pub fn rebuild(&self) {
-        let catalog = self.catalog();
+        let _one_at_a_time = self.rebuilding.lock();
+        self.rebuild_from(&self.catalog());
+    }
+
+    /// [`Self::rebuild`] from `catalog`; the caller holds `rebuilding`.
+    fn rebuild_from(&self, catalog: &Catalog) {
         let Ok(workers) = self.workers.read() else {
             return;
         };
@@ -919,7 +934,7 @@ impl Cluster {
                 alive: w.alive && !draining_workers.contains_key(&w.beat.worker.id),
                 utilisation: w.beat.utilisation,
                 interference_seen: noisy.contains(&w.beat.worker.id),
-                busy_threads: busy_threads(&w.beat, |v| cpu_variant(&catalog, v)),
+                busy_threads: busy_threads(&w.beat, |v| cpu_variant(catalog, v)),
             };
             if let Ok(idx) = b.add_worker(entry) {
                 worker_idx.insert(w.beat.worker.id.clone(), idx);
