@@ -290,7 +290,7 @@ pub enum Change {
     },
     /// Stop sending queries to `instance`; it finishes its queue and its resources are freed.
     Unload { instance: usize },
-    /// The steps of one resolved action of `model` ([`infaas_scheduler::autoscale::resolve`]),
+    /// The steps of one resolved action of `model` ([`infaas_scheduler::autoscale::resolve()`]),
     /// carried out in order as the controller carries them out: a load is done once the
     /// instance serves, a resize at once, an unload after the controller's drain wait. A step
     /// that cannot be carried out ends the job; the model is busy until the job ends.

@@ -75,10 +75,10 @@ fn fixed_variant(s: &Snapshot, app: &str, slo_ms: Option<f64>) -> Option<usize> 
 }
 
 /// Per application of `trace`: the accuracy of the variant the fixed-variant baselines
-/// (`static_peak`, `horizontal`, `themis`) serve it with ([`fixed_variant`] at the tightest
-/// SLO of its queries), so that the platform's policy can be compared with them at equal
-/// accuracy (every query asking for at least that much). `None` for an application without
-/// variants.
+/// (`static_peak`, `horizontal`, `themis`) serve it with (the most accurate variant whose p99
+/// at a full batch is within half of the tightest SLO of its queries), so that the platform's
+/// policy can be compared with them at equal accuracy (every query asking for at least that
+/// much). `None` for an application without variants.
 pub fn baseline_accuracy(trace: &Trace, variants: &[VariantEntry]) -> Vec<Option<f64>> {
     let mut b = Snapshot::builder();
     for v in variants {
@@ -636,7 +636,7 @@ impl Policy for ThemisPolicy {
 /// The platform's policies: [`select`](infaas_scheduler::select::select) for every query, and
 /// once per window the controller's model loop ([`ModelLoop`]: each family's planned load,
 /// stability and forecast, Interfered periods, then [`model_period`]: vertical first, then the
-/// horizontal plan, then migration), its actions resolved into steps ([`resolve`]) as the
+/// horizontal plan, then migration), its actions resolved into steps ([`resolve()`]) as the
 /// controller resolves them.
 pub struct Infaas {
     /// The ILP instead of the greedy heuristic.
